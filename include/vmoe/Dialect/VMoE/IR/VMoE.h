@@ -1,0 +1,33 @@
+//===- VMoE.h - vmoe dialect ------------------------------------*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// The vmoe dialect: generated declarations of the dialect, its enums,
+// attributes and operations, in dependency order.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VMOE_DIALECT_VMOE_IR_VMOE_H
+#define VMOE_DIALECT_VMOE_IR_VMOE_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "vmoe/Dialect/VMoE/IR/VMoEOpsDialect.h.inc"
+
+#include "vmoe/Dialect/VMoE/IR/VMoEEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "vmoe/Dialect/VMoE/IR/VMoEAttrs.h.inc"
+
+#define GET_OP_CLASSES
+#include "vmoe/Dialect/VMoE/IR/VMoEOps.h.inc"
+
+#endif // VMOE_DIALECT_VMOE_IR_VMOE_H

@@ -1,0 +1,322 @@
+//===- VMoEOps.td - vmoe operations ------------------------*- tablegen -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// Tensor-level operations of a sparse MoE layer. Semantics: docs/Dialect.md
+// (written from SPEC.md §3-§5); every rule ID below has a negative test in
+// test/Dialect/VMoE/invalid.mlir.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VMOE_DIALECT_VMOE_IR_VMOEOPS_TD
+#define VMOE_DIALECT_VMOE_IR_VMOEOPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "vmoe/Dialect/VMoE/IR/VMoEDialect.td"
+include "vmoe/Dialect/VMoE/IR/VMoEAttrs.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def VMoE_FloatTensor : RankedTensorOf<[AnyFloat]>;
+def VMoE_I32Tensor : RankedTensorOf<[I32]>;
+
+//===----------------------------------------------------------------------===//
+// RouteOp
+//===----------------------------------------------------------------------===//
+
+def VMoE_RouteOp : VMoE_Op<"route", [Pure,
+    AllElementTypesMatch<["x", "router", "gates", "weights"]>]> {
+  let summary = "Router: gates, top-k experts and their weights per token";
+  let description = [{
+    Computes `logits = x . router` for every token and derives the routing
+    decision:
+
+    * `order = softmax_topk` (V-MoE, default): `gates = softmax(logits)` over
+      the E experts, then the top `k` gates. `weights` are the raw gate values
+      of the chosen experts.
+    * `order = topk_softmax` (Shazeer KeepTopK, Mixtral): the top `k` logits
+      are chosen and `weights` is a softmax over those `k` logits only.
+      `gates` is still the full softmax over E (BPR scores read it).
+
+    Ties in top-k go to the lower expert index; `expert_ids[g, t, 0]` is the
+    best expert. With `normalize = true` the `k` weights are divided by their
+    sum. With `noise_std` (training graphs only) the caller passes standard
+    normal samples `noise` (`G x S x E`) and the router adds
+    `noise * noise_std / E` to the logits before anything else; keeping the
+    random source outside makes the op pure and reproducible.
+
+    Rules: route-C1 (x rank 3), route-C2 (router `D x E` with D of x),
+    route-C3 (`1 <= k <= E`), route-C4 (gates `G x S x E`), route-C5
+    (expert_ids and weights `G x S x k`), route-C6 (one float element type),
+    route-C7 (expert_ids are i32), route-C8 (noise iff noise_std, shape of
+    gates, `noise_std >= 0`).
+
+    ```mlir
+    %gates, %ids, %weights = vmoe.route %x, %router {k = 2 : i64}
+        : tensor<2x400x512xf32>, tensor<512x32xf32>
+        -> tensor<2x400x32xf32>, tensor<2x400x2xi32>, tensor<2x400x2xf32>
+    ```
+  }];
+  let arguments = (ins
+    VMoE_FloatTensor:$x,
+    VMoE_FloatTensor:$router,
+    Optional<VMoE_FloatTensor>:$noise,
+    ConfinedAttr<I64Attr, [IntPositive]>:$k,
+    DefaultValuedAttr<BoolAttr, "false">:$normalize,
+    DefaultValuedAttr<VMoE_RouteOrderAttr, "RouteOrder::softmax_topk">:$order,
+    OptionalAttr<F64Attr>:$noise_std
+  );
+  let results = (outs
+    VMoE_FloatTensor:$gates,
+    VMoE_I32Tensor:$expert_ids,
+    VMoE_FloatTensor:$weights
+  );
+  let assemblyFormat = [{
+    $x `,` $router (`noise` `(` $noise^ `:` type($noise) `)`)? attr-dict
+    `:` type($x) `,` type($router)
+    `->` type($gates) `,` type($expert_ids) `,` type($weights)
+  }];
+  let builders = [
+    OpBuilder<(ins "Value":$x, "Value":$router, "int64_t":$k,
+                   CArg<"RouteOrder", "RouteOrder::softmax_topk">:$order,
+                   CArg<"bool", "false">:$normalize)>
+  ];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// BPRSortOp
+//===----------------------------------------------------------------------===//
+
+def VMoE_BPRSortOp : VMoE_Op<"bpr_sort", [Pure]> {
+  let summary = "Batch Prioritized Routing: tokens by descending priority";
+  let description = [{
+    Returns, per group, the permutation of token indices sorted by descending
+    priority score; the sort is stable (equal scores keep token order). The
+    input is `G x S x N`: router gates (`N = E`) or the chosen weights
+    (`N = k`). The score of a token is
+
+    * `score = max` (default): the largest of its N values;
+    * `score = sum_topk`: the sum of its `k` largest values, added from the
+      largest down (`k` defaults to N, i.e. the sum of all N values).
+
+    `vmoe.dispatch` then grants capacity to confident tokens first.
+
+    Rules: bpr_sort-C1 (input rank 3), bpr_sort-C2 (order `G x S`),
+    bpr_sort-C3 (`1 <= k <= N`), bpr_sort-C4 (`k` only with `sum_topk`).
+
+    ```mlir
+    %order = vmoe.bpr_sort %gates : tensor<2x400x32xf32> -> tensor<2x400xi32>
+    %order2 = vmoe.bpr_sort %gates {score = #vmoe.priority_score<sum_topk>,
+                                    k = 2 : i64}
+        : tensor<2x400x32xf32> -> tensor<2x400xi32>
+    ```
+  }];
+  let arguments = (ins
+    VMoE_FloatTensor:$gates,
+    DefaultValuedAttr<VMoE_PriorityScoreAttr, "PriorityScore::max">:$score,
+    OptionalAttr<I64Attr>:$k
+  );
+  let results = (outs VMoE_I32Tensor:$order);
+  let assemblyFormat = "$gates attr-dict `:` type($gates) `->` type($order)";
+  let builders = [
+    OpBuilder<(ins "Value":$gates,
+                   CArg<"PriorityScore", "PriorityScore::max">:$score,
+                   CArg<"std::optional<int64_t>", "std::nullopt">:$k)>
+  ];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// CapacityOp
+//===----------------------------------------------------------------------===//
+
+def VMoE_CapacityOp : VMoE_Op<"capacity", [Pure]> {
+  let summary = "Per-expert capacity from a runtime capacity ratio";
+  let description = [{
+    Computes the per-expert capacity `B` from a capacity ratio `C` known only
+    at run time, with the rule of `vmoe.dispatch` (docs/Dialect.md, sizing):
+    `rule(k * tokens_per_group * C / num_experts)` in double precision,
+    raised to a multiple of `multiple_of`, then clamped to
+    `[0, max_capacity]`. `C <= 0` or NaN gives 0 (every choice is dropped).
+    Its result feeds the `capacity` operand of `vmoe.dispatch`, so a compiled
+    model can run at a smaller C than it was sized for.
+
+    Rules: capacity-C1 (`k <= num_experts`).
+
+    ```mlir
+    %b = vmoe.capacity %c {k = 2 : i64, num_experts = 32 : i64,
+                           tokens_per_group = 400 : i64,
+                           max_capacity = 26 : i64} : f64
+    ```
+  }];
+  let arguments = (ins
+    F64:$capacity_ratio,
+    ConfinedAttr<I64Attr, [IntPositive]>:$k,
+    ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
+    ConfinedAttr<I64Attr, [IntPositive]>:$tokens_per_group,
+    ConfinedAttr<I64Attr, [IntPositive]>:$max_capacity,
+    DefaultValuedAttr<VMoE_CapacityRuleAttr, "CapacityRule::round">:$capacity_rule,
+    DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>, "1">:$multiple_of
+  );
+  let results = (outs Index:$capacity);
+  let assemblyFormat = "$capacity_ratio attr-dict `:` type($capacity_ratio)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// DispatchOp
+//===----------------------------------------------------------------------===//
+
+def VMoE_DispatchOp : VMoE_Op<"dispatch", [Pure, AttrSizedOperandSegments,
+    AllElementTypesMatch<["x", "buffers"]>]> {
+  let summary = "Fill fixed-capacity expert buffers, dropping overflow";
+  let description = [{
+    Per group, choice by choice: for `i = 0 .. k-1`, for each token `t` in
+    priority order (`order`, from `vmoe.bpr_sort`; token order when absent,
+    which is vanilla routing), with `e = expert_ids[g, t, i]`: if `fill[e] <
+    B` then `slots[g, t, i] = fill[e]++` and row `x[g, t]` is copied to
+    `buffers[e, g, slot]`; otherwise `slots[g, t, i] = -1` (dropped). Every
+    top-1 choice is placed before any top-2 choice. Unfilled rows are zero.
+
+    The capacity B is, in order of precedence:
+
+    * `capacity`: a static B, set by `vmoe-buffer-sizing`;
+    * otherwise `rule(k * S * capacity_ratio / E)` rounded up to a multiple of
+      `multiple_of` (`capacity_rule` = `round`, ties to even, or `ceil`),
+      computed in double precision; the result dim 2 stays dynamic (`?`)
+      until sizing makes it static.
+
+    The optional index operand `capacity` lowers B at run time: the effective
+    capacity is `min(capacity operand, B)`, with the buffers still allocated
+    at the static B (the maximum).
+
+    Rules: dispatch-C1 (x rank 3), dispatch-C2 (expert_ids `G x S x k`),
+    dispatch-C3 (order `G x S`), dispatch-C4 (buffers `E x G x B x D`, E
+    static), dispatch-C5 (slots shape of expert_ids), dispatch-C6
+    (`k <= E`), dispatch-C7 (`capacity_ratio` positive and finite),
+    dispatch-C8 (a capacity or a capacity ratio is given), dispatch-C9 (B
+    equals `capacity`, or the sized ratio when S is static; B >= 1),
+    dispatch-C10 (one element type for x and buffers).
+
+    ```mlir
+    %buffers, %slots = vmoe.dispatch %x, %ids, %order {capacity = 26 : i64}
+        : tensor<2x400x512xf32>, tensor<2x400x2xi32>, tensor<2x400xi32>
+        -> tensor<32x2x26x512xf32>, tensor<2x400x2xi32>
+    ```
+  }];
+  let arguments = (ins
+    VMoE_FloatTensor:$x,
+    VMoE_I32Tensor:$expert_ids,
+    Optional<VMoE_I32Tensor>:$order,
+    Optional<Index>:$runtime_capacity,
+    OptionalAttr<F64Attr>:$capacity_ratio,
+    DefaultValuedAttr<VMoE_CapacityRuleAttr, "CapacityRule::round">:$capacity_rule,
+    DefaultValuedAttr<I64Attr, "1">:$multiple_of,
+    OptionalAttr<I64Attr>:$capacity
+  );
+  let results = (outs VMoE_FloatTensor:$buffers, VMoE_I32Tensor:$slots);
+  let assemblyFormat = [{
+    $x `,` $expert_ids (`,` $order^)? (`capacity` `(` $runtime_capacity^ `)`)?
+    attr-dict `:` type($x) `,` type($expert_ids) (`,` type($order)^)?
+    `->` type($buffers) `,` type($slots)
+  }];
+  let extraClassDeclaration = [{
+    /// Number of experts E (static by dispatch-C4).
+    int64_t getNumExperts();
+    /// Choices per token k.
+    int64_t getNumChoices();
+    /// The static capacity this op implies: the `capacity` attribute, else the
+    /// sized `capacity_ratio` when S is static; std::nullopt otherwise.
+    std::optional<int64_t> getStaticCapacity();
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// ExpertFFNOp
+//===----------------------------------------------------------------------===//
+
+def VMoE_ExpertFFNOp : VMoE_Op<"expert_ffn", [Pure,
+    AllTypesMatch<["buffers", "output"]>,
+    AllElementTypesMatch<["buffers", "w1", "b1", "w2", "b2"]>]> {
+  let summary = "Apply each expert's two-layer MLP to its buffer";
+  let description = [{
+    `output[e] = act(buffers[e] . w1[e] + b1[e]) . w2[e] + b2[e]` for every
+    expert e and every row of its `G x B` buffer. `activation` is
+    `gelu_tanh` (default, the Flax/V-MoE expert), `gelu_erf`, `relu` or
+    `silu`. Rows of unfilled slots are don't-care.
+
+    Rules: expert_ffn-C1 (buffers `E x G x B x D`), expert_ffn-C2 (w1
+    `E x D x H`), expert_ffn-C3 (b1 `E x H`), expert_ffn-C4 (w2 `E x H x D`),
+    expert_ffn-C5 (b2 `E x D`), expert_ffn-C6 (one element type).
+
+    ```mlir
+    %y = vmoe.expert_ffn %buffers, %w1, %b1, %w2, %b2
+        {activation = #vmoe.activation<gelu_tanh>}
+        : tensor<32x2x26x512xf32>, tensor<32x512x2048xf32>,
+          tensor<32x2048xf32>, tensor<32x2048x512xf32>, tensor<32x512xf32>
+    ```
+  }];
+  let arguments = (ins
+    VMoE_FloatTensor:$buffers,
+    VMoE_FloatTensor:$w1,
+    VMoE_FloatTensor:$b1,
+    VMoE_FloatTensor:$w2,
+    VMoE_FloatTensor:$b2,
+    DefaultValuedAttr<VMoE_ActivationAttr, "Activation::gelu_tanh">:$activation
+  );
+  let results = (outs VMoE_FloatTensor:$output);
+  let assemblyFormat = [{
+    $buffers `,` $w1 `,` $b1 `,` $w2 `,` $b2 attr-dict
+    `:` type($buffers) `,` type($w1) `,` type($b1) `,` type($w2) `,` type($b2)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// CombineOp
+//===----------------------------------------------------------------------===//
+
+def VMoE_CombineOp : VMoE_Op<"combine", [Pure,
+    AllElementTypesMatch<["expert_outputs", "weights", "output"]>]> {
+  let summary = "Gate-weighted sum of each token's expert outputs";
+  let description = [{
+    `output[g, t] = sum over i in 0..k-1 with slots[g, t, i] >= 0 of
+    weights[g, t, i] * expert_outputs[expert_ids[g, t, i], g, slots[g, t, i]]`,
+    added in choice order. A token dropped by all its experts gets 0 (the
+    block's residual carries it).
+
+    Rules: combine-C1 (expert_outputs `E x G x B x D`), combine-C2
+    (expert_ids `G x S x k` with G of expert_outputs), combine-C3 (slots and
+    weights shape of expert_ids), combine-C4 (`k <= E`), combine-C5 (output
+    `G x S x D`), combine-C6 (one float element type).
+
+    ```mlir
+    %out = vmoe.combine %y, %ids, %slots, %weights
+        : tensor<32x2x26x512xf32>, tensor<2x400x2xi32>, tensor<2x400x2xi32>,
+          tensor<2x400x2xf32> -> tensor<2x400x512xf32>
+    ```
+  }];
+  let arguments = (ins
+    VMoE_FloatTensor:$expert_outputs,
+    VMoE_I32Tensor:$expert_ids,
+    VMoE_I32Tensor:$slots,
+    VMoE_FloatTensor:$weights
+  );
+  let results = (outs VMoE_FloatTensor:$output);
+  let assemblyFormat = [{
+    $expert_outputs `,` $expert_ids `,` $slots `,` $weights attr-dict
+    `:` type($expert_outputs) `,` type($expert_ids) `,` type($slots) `,`
+        type($weights) `->` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // VMOE_DIALECT_VMOE_IR_VMOEOPS_TD

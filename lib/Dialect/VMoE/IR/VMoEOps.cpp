@@ -1,0 +1,390 @@
+//===- VMoEOps.cpp - vmoe operations ----------------------------*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// Builders, verifiers and folders of the vmoe operations. Each diagnostic
+// implements one rule of docs/Dialect.md (rule IDs in the op descriptions)
+// and names the operand, the expected and the actual values.
+//
+//===----------------------------------------------------------------------===//
+
+#include "vmoe/Dialect/VMoE/IR/VMoE.h"
+
+#include "vmoe/Dialect/VMoE/IR/Capacity.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+using namespace mlir;
+using namespace mlir::vmoe;
+
+//===----------------------------------------------------------------------===//
+// Shape helpers shared by the verifiers
+//===----------------------------------------------------------------------===//
+
+/// Formats a shape as `2x400x?` for diagnostics.
+static std::string formatShape(ArrayRef<int64_t> shape) {
+  std::string result;
+  llvm::raw_string_ostream os(result);
+  llvm::interleave(
+      shape,
+      [&](int64_t dim) {
+        if (ShapedType::isDynamic(dim))
+          os << '?';
+        else
+          os << dim;
+      },
+      [&] { os << 'x'; });
+  return result;
+}
+
+/// True when two dimensions may be equal (either is dynamic, or they match).
+static bool dimsCompatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+/// Checks that `value` is a rank-`rank` tensor; `layout` names its dims.
+static LogicalResult verifyRank(Operation *op, StringRef name, Value value,
+                                int64_t rank, StringRef layout) {
+  auto type = cast<ShapedType>(value.getType());
+  if (type.getRank() == rank)
+    return success();
+  return op->emitOpError() << "'" << name << "' must have rank " << rank
+                           << " (" << layout << "), got rank "
+                           << type.getRank();
+}
+
+/// Checks that `value` has shape `expected` (dynamic dims match anything);
+/// `layout` spells the expected dims symbolically, e.g. "G x S x E".
+static LogicalResult verifyShape(Operation *op, StringRef name, Value value,
+                                 ArrayRef<int64_t> expected,
+                                 StringRef layout) {
+  auto type = cast<ShapedType>(value.getType());
+  if (failed(verifyRank(op, name, value, expected.size(), layout)))
+    return failure();
+  for (auto [actualDim, expectedDim] : llvm::zip_equal(type.getShape(), expected)) {
+    if (dimsCompatible(actualDim, expectedDim))
+      continue;
+    return op->emitOpError()
+           << "'" << name << "' must have shape " << formatShape(expected)
+           << " (" << layout << "), got " << formatShape(type.getShape());
+  }
+  return success();
+}
+
+/// Dimension `i` of the tensor `value`.
+static int64_t dimOf(Value value, unsigned i) {
+  return cast<ShapedType>(value.getType()).getDimSize(i);
+}
+
+/// Maps the dialect enum to the dependency-free rounding of Capacity.h.
+static ::vmoe::CapacityRounding toRounding(CapacityRule rule) {
+  return rule == CapacityRule::ceil ? ::vmoe::CapacityRounding::Ceil
+                                    : ::vmoe::CapacityRounding::Round;
+}
+
+/// Formats a double with the fewest digits that read back exactly
+/// ("1.05", "0.0025", "nan"), for diagnostics that quote attribute values.
+static std::string formatDouble(double value) {
+  char buffer[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", precision, value);
+    if (std::strtod(buffer, nullptr) == value)
+      break;
+  }
+  return buffer;
+}
+
+/// The value of an optional f64 attribute.
+static std::optional<double> toDouble(FloatAttr attr) {
+  if (!attr)
+    return std::nullopt;
+  return attr.getValueAsDouble();
+}
+
+//===----------------------------------------------------------------------===//
+// RouteOp
+//===----------------------------------------------------------------------===//
+
+void RouteOp::build(OpBuilder &builder, OperationState &state, Value x,
+                    Value router, int64_t k, RouteOrder order,
+                    bool normalize) {
+  auto xType = cast<RankedTensorType>(x.getType());
+  auto routerType = cast<RankedTensorType>(router.getType());
+  int64_t g = xType.getDimSize(0), s = xType.getDimSize(1);
+  Type elementType = xType.getElementType();
+  auto gates =
+      RankedTensorType::get({g, s, routerType.getDimSize(1)}, elementType);
+  auto ids = RankedTensorType::get({g, s, k}, builder.getI32Type());
+  auto weights = RankedTensorType::get({g, s, k}, elementType);
+  build(builder, state, gates, ids, weights, x, router, /*noise=*/Value(),
+        builder.getI64IntegerAttr(k), builder.getBoolAttr(normalize),
+        RouteOrderAttr::get(builder.getContext(), order),
+        /*noise_std=*/FloatAttr());
+}
+
+LogicalResult RouteOp::verify() {
+  Operation *op = getOperation();
+  // route-C1, route-C2.
+  if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")) ||
+      failed(verifyRank(op, "router", getRouter(), 2, "D x E")))
+    return failure();
+  int64_t g = dimOf(getX(), 0), s = dimOf(getX(), 1), d = dimOf(getX(), 2);
+  int64_t e = dimOf(getRouter(), 1);
+  if (!dimsCompatible(dimOf(getRouter(), 0), d))
+    return emitOpError() << "'router' dim 0 (" << dimOf(getRouter(), 0)
+                         << ") must equal the model width D of 'x' (" << d
+                         << ")";
+  // route-C3 (k >= 1 is part of the attribute constraint).
+  int64_t k = static_cast<int64_t>(getK());
+  if (!ShapedType::isDynamic(e) && k > e)
+    return emitOpError() << "k (" << k
+                         << ") must not exceed the number of experts E (" << e
+                         << ")";
+  // route-C4, route-C5.
+  if (failed(verifyShape(op, "gates", getGates(), {g, s, e}, "G x S x E")) ||
+      failed(verifyShape(op, "expert_ids", getExpertIds(), {g, s, k},
+                         "G x S x k")) ||
+      failed(verifyShape(op, "weights", getWeights(), {g, s, k}, "G x S x k")))
+    return failure();
+  // route-C8.
+  std::optional<double> noiseStd = toDouble(getNoiseStdAttr());
+  if (static_cast<bool>(getNoise()) != noiseStd.has_value())
+    return emitOpError()
+           << "the 'noise' operand and the 'noise_std' attribute must be "
+              "given together (got "
+           << (getNoise() ? "noise" : "noise_std") << " only)";
+  if (noiseStd) {
+    if (!std::isfinite(*noiseStd) || *noiseStd < 0)
+      return emitOpError() << "noise_std must be finite and >= 0, got "
+                           << formatDouble(*noiseStd);
+    if (failed(verifyShape(op, "noise", getNoise(), {g, s, e}, "G x S x E")))
+      return failure();
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// BPRSortOp
+//===----------------------------------------------------------------------===//
+
+void BPRSortOp::build(OpBuilder &builder, OperationState &state, Value gates,
+                      PriorityScore score, std::optional<int64_t> k) {
+  auto gatesType = cast<RankedTensorType>(gates.getType());
+  auto orderType = RankedTensorType::get(
+      {gatesType.getDimSize(0), gatesType.getDimSize(1)},
+      builder.getI32Type());
+  build(builder, state, orderType, gates,
+        PriorityScoreAttr::get(builder.getContext(), score),
+        k ? builder.getI64IntegerAttr(*k) : IntegerAttr());
+}
+
+LogicalResult BPRSortOp::verify() {
+  Operation *op = getOperation();
+  // bpr_sort-C1, bpr_sort-C2.
+  if (failed(verifyRank(op, "gates", getGates(), 3, "G x S x N")))
+    return failure();
+  int64_t g = dimOf(getGates(), 0), s = dimOf(getGates(), 1);
+  int64_t n = dimOf(getGates(), 2);
+  if (failed(verifyShape(op, "order", getOrder(), {g, s}, "G x S")))
+    return failure();
+  std::optional<uint64_t> k = getK();
+  if (!k)
+    return success();
+  // bpr_sort-C4.
+  if (getScore() != PriorityScore::sum_topk)
+    return emitOpError() << "'k' is only used by score sum_topk, got score "
+                         << stringifyPriorityScore(getScore());
+  // bpr_sort-C3.
+  auto kValue = static_cast<int64_t>(*k);
+  if (kValue < 1 || (!ShapedType::isDynamic(n) && kValue > n))
+    return emitOpError() << "k (" << kValue << ") must be in [1, " << n
+                         << "] (gates dim 2)";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CapacityOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CapacityOp::verify() {
+  // capacity-C1.
+  if (getK() > getNumExperts())
+    return emitOpError() << "k (" << getK()
+                         << ") must not exceed num_experts ("
+                         << getNumExperts() << ")";
+  return success();
+}
+
+OpFoldResult CapacityOp::fold(FoldAdaptor adaptor) {
+  auto ratio = dyn_cast_if_present<FloatAttr>(adaptor.getCapacityRatio());
+  if (!ratio)
+    return {};
+  int64_t b = ::vmoe::computeCapacity(
+      static_cast<int64_t>(getK()), static_cast<int64_t>(getTokensPerGroup()),
+      ratio.getValueAsDouble(), static_cast<int64_t>(getNumExperts()),
+      toRounding(getCapacityRule()), static_cast<int64_t>(getMultipleOf()));
+  b = std::clamp<int64_t>(b, 0, static_cast<int64_t>(getMaxCapacity()));
+  return IntegerAttr::get(IndexType::get(getContext()), b);
+}
+
+//===----------------------------------------------------------------------===//
+// DispatchOp
+//===----------------------------------------------------------------------===//
+
+int64_t DispatchOp::getNumExperts() { return dimOf(getBuffers(), 0); }
+
+int64_t DispatchOp::getNumChoices() { return dimOf(getExpertIds(), 2); }
+
+std::optional<int64_t> DispatchOp::getStaticCapacity() {
+  if (std::optional<uint64_t> capacity = getCapacity())
+    return static_cast<int64_t>(*capacity);
+  std::optional<double> ratio = toDouble(getCapacityRatioAttr());
+  int64_t s = dimOf(getX(), 1);
+  if (!ratio || ShapedType::isDynamic(s) ||
+      ShapedType::isDynamic(getNumChoices()))
+    return std::nullopt;
+  int64_t b = ::vmoe::computeCapacity(
+      getNumChoices(), s, *ratio, getNumExperts(),
+      toRounding(getCapacityRule()), static_cast<int64_t>(getMultipleOf()));
+  if (b < 1)
+    return std::nullopt;
+  return b;
+}
+
+LogicalResult DispatchOp::verify() {
+  Operation *op = getOperation();
+  // dispatch-C1, dispatch-C2, dispatch-C3.
+  if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")))
+    return failure();
+  int64_t g = dimOf(getX(), 0), s = dimOf(getX(), 1), d = dimOf(getX(), 2);
+  if (failed(verifyShape(op, "expert_ids", getExpertIds(),
+                         {g, s, ShapedType::kDynamic}, "G x S x k")))
+    return failure();
+  int64_t k = getNumChoices();
+  if (ShapedType::isDynamic(k))
+    return emitOpError("'expert_ids' dim 2 (k) must be static");
+  if (getOrder() &&
+      failed(verifyShape(op, "order", getOrder(), {g, s}, "G x S")))
+    return failure();
+  // dispatch-C4.
+  if (failed(verifyShape(op, "buffers", getBuffers(),
+                         {ShapedType::kDynamic, g, ShapedType::kDynamic, d},
+                         "E x G x B x D")))
+    return failure();
+  int64_t e = getNumExperts();
+  if (ShapedType::isDynamic(e))
+    return emitOpError("'buffers' dim 0 (E) must be static");
+  // dispatch-C5.
+  if (failed(verifyShape(op, "slots", getSlots(), {g, s, k}, "G x S x k")))
+    return failure();
+  // dispatch-C6.
+  if (k > e)
+    return emitOpError() << "k (" << k
+                         << ") must not exceed the number of experts E (" << e
+                         << ")";
+  // dispatch-C7, dispatch-C8.
+  std::optional<double> ratio = toDouble(getCapacityRatioAttr());
+  std::optional<uint64_t> capacity = getCapacity();
+  if (ratio && !(std::isfinite(*ratio) && *ratio > 0))
+    return emitOpError() << "capacity_ratio must be positive and finite, got "
+                         << formatDouble(*ratio);
+  if (!ratio && !capacity)
+    return emitOpError("requires a 'capacity' or a 'capacity_ratio' attribute");
+  auto multipleOf = static_cast<int64_t>(getMultipleOf());
+  if (multipleOf < 1)
+    return emitOpError() << "multiple_of must be >= 1, got " << multipleOf;
+  // dispatch-C9.
+  int64_t bDim = dimOf(getBuffers(), 2);
+  if (capacity) {
+    auto b = static_cast<int64_t>(*capacity);
+    if (b < 1)
+      return emitOpError() << "capacity must be >= 1, got " << b;
+    if (!ShapedType::isDynamic(bDim) && bDim != b)
+      return emitOpError() << "'buffers' dim 2 (" << bDim
+                           << ") must equal capacity (" << b << ")";
+    return success();
+  }
+  if (ShapedType::isDynamic(s))
+    return success();
+  double raw = ::vmoe::rawCapacity(k, s, *ratio, e);
+  int64_t b = ::vmoe::roundCapacity(raw, toRounding(getCapacityRule()),
+                                    multipleOf);
+  if (b < 1)
+    return emitOpError() << "capacity rounds to 0 (k*S*C/E = " << k << "*" << s
+                         << "*" << formatDouble(*ratio) << "/" << e
+                         << " = " << formatDouble(raw)
+                         << "); raise capacity_ratio";
+  if (!ShapedType::isDynamic(bDim) && bDim != b)
+    return emitOpError() << "'buffers' dim 2 (" << bDim
+                         << ") must equal the sized capacity (" << b << " = "
+                         << stringifyCapacityRule(getCapacityRule()) << "("
+                         << k << "*" << s << "*" << formatDouble(*ratio) << "/" << e
+                         << "))";
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ExpertFFNOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ExpertFFNOp::verify() {
+  Operation *op = getOperation();
+  // expert_ffn-C1 .. expert_ffn-C5.
+  if (failed(verifyRank(op, "buffers", getBuffers(), 4, "E x G x B x D")) ||
+      failed(verifyRank(op, "w1", getW1(), 3, "E x D x H")))
+    return failure();
+  int64_t e = dimOf(getBuffers(), 0), d = dimOf(getBuffers(), 3);
+  int64_t h = dimOf(getW1(), 2);
+  if (failed(verifyShape(op, "w1", getW1(), {e, d, h}, "E x D x H")) ||
+      failed(verifyShape(op, "b1", getB1(), {e, h}, "E x H")) ||
+      failed(verifyShape(op, "w2", getW2(), {e, h, d}, "E x H x D")) ||
+      failed(verifyShape(op, "b2", getB2(), {e, d}, "E x D")))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CombineOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CombineOp::verify() {
+  Operation *op = getOperation();
+  // combine-C1, combine-C2.
+  if (failed(verifyRank(op, "expert_outputs", getExpertOutputs(), 4,
+                        "E x G x B x D")))
+    return failure();
+  int64_t e = dimOf(getExpertOutputs(), 0), g = dimOf(getExpertOutputs(), 1);
+  int64_t d = dimOf(getExpertOutputs(), 3);
+  if (failed(verifyShape(op, "expert_ids", getExpertIds(),
+                         {g, ShapedType::kDynamic, ShapedType::kDynamic},
+                         "G x S x k")))
+    return failure();
+  int64_t s = dimOf(getExpertIds(), 1), k = dimOf(getExpertIds(), 2);
+  // combine-C3.
+  if (failed(verifyShape(op, "slots", getSlots(), {g, s, k}, "G x S x k")) ||
+      failed(verifyShape(op, "weights", getWeights(), {g, s, k}, "G x S x k")))
+    return failure();
+  // combine-C4.
+  if (!ShapedType::isDynamic(k) && !ShapedType::isDynamic(e) && k > e)
+    return emitOpError() << "k (" << k
+                         << ") must not exceed the number of experts E (" << e
+                         << ")";
+  // combine-C5.
+  return verifyShape(op, "output", getOutput(), {g, s, d}, "G x S x D");
+}
+
+#define GET_OP_CLASSES
+#include "vmoe/Dialect/VMoE/IR/VMoEOps.cpp.inc"

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole test suite from a fresh checkout: installs the Debian packages,
+# builds, and runs check-vmoe (lit: dialect, passes, tools, plugin and the
+# executed integration tests against the PyTorch reference).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+"$root/scripts/setup.sh"
+"$root/scripts/build.sh"
+"$root/scripts/build.sh" check-vmoe

@@ -1,0 +1,80 @@
+# -*- Python -*-
+"""lit configuration of the vmoe regression suite (check-vmoe)."""
+
+import os
+import shutil
+import subprocess
+
+import lit.formats
+import lit.util
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "VMOE"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test", ".json", ".py"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.vmoe_obj_root, "test")
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%shlibext", config.llvm_shlib_ext))
+config.substitutions.append(("%vmoe_src_root", config.vmoe_src_root))
+config.substitutions.append(("%vmoe_lib_dir", config.vmoe_lib_dir))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+# The reference and golden-data generators need Debian's python3-torch, which
+# lives under /usr/bin/python3 (a python earlier on PATH may lack it).
+reference_python = "/usr/bin/python3"
+config.substitutions.append(("%python_ref", reference_python))
+config.substitutions.append(
+    ("%vmoe_python_path", os.path.join(config.vmoe_src_root, "python")))
+
+
+def _python_has(module):
+    try:
+        return (
+            subprocess.run(
+                [reference_python, "-c", "import " + module],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=120,
+            ).returncode
+            == 0
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+if _python_has("torch"):
+    config.available_features.add("torch")
+
+# GPU tests run only where a CUDA device answers.
+if shutil.which("nvidia-smi"):
+    try:
+        if subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, timeout=30).returncode == 0:
+            config.available_features.add("cuda-gpu")
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+if os.path.exists("/usr/local/cuda/bin/ptxas"):
+    config.available_features.add("ptxas")
+
+tool_dirs = [config.vmoe_tools_dir, config.llvm_tools_dir]
+tools = [
+    "vmoe-opt",
+    ToolSubst("mlir-opt", unresolved="fatal"),
+    ToolSubst("mlir-runner", unresolved="fatal"),
+]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+config.substitutions.append(
+    ("%mlir_runner_utils",
+     os.path.join(config.mlir_lib_dir, "libmlir_runner_utils" + config.llvm_shlib_ext)))
+config.substitutions.append(
+    ("%mlir_c_runner_utils",
+     os.path.join(config.mlir_lib_dir, "libmlir_c_runner_utils" + config.llvm_shlib_ext)))
+config.substitutions.append(
+    ("%vmoe_plugin", os.path.join(config.vmoe_lib_dir, "VMoEPlugin" + config.llvm_shlib_ext)))
