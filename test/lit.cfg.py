@@ -12,8 +12,9 @@ from lit.llvm.subst import ToolSubst
 
 config.name = "VMOE"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
-config.suffixes = [".mlir", ".test", ".json", ".py"]
-config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
+                   "README.md"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.vmoe_obj_root, "test")
 
@@ -21,6 +22,7 @@ config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%shlibext", config.llvm_shlib_ext))
 config.substitutions.append(("%vmoe_src_root", config.vmoe_src_root))
 config.substitutions.append(("%vmoe_lib_dir", config.vmoe_lib_dir))
+config.substitutions.append(("%vmoe_tools_dir", config.vmoe_tools_dir))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
@@ -28,7 +30,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 # The reference and golden-data generators need Debian's python3-torch, which
 # lives under /usr/bin/python3 (a python earlier on PATH may lack it).
 reference_python = "/usr/bin/python3"
-config.substitutions.append(("%python_ref", reference_python))
+config.substitutions.append(("%vmoe_torch_python", reference_python))
 config.substitutions.append(
     ("%vmoe_python_path", os.path.join(config.vmoe_src_root, "python")))
 
@@ -65,8 +67,11 @@ if os.path.exists("/usr/local/cuda/bin/ptxas"):
 tool_dirs = [config.vmoe_tools_dir, config.llvm_tools_dir]
 tools = [
     "vmoe-opt",
+    "vmoe-translate",
     ToolSubst("mlir-opt", unresolved="fatal"),
     ToolSubst("mlir-runner", unresolved="fatal"),
+    ToolSubst("mlir-translate", unresolved="fatal"),
+    ToolSubst("%clang", command="clang-22", unresolved="fatal"),
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 

@@ -6,7 +6,10 @@
 
 #include "vmoe/InitVMoE.h"
 
+#include "vmoe/Conversion/Passes.h"
 #include "vmoe/Dialect/VMoE/IR/VMoE.h"
+#include "vmoe/Dialect/VMoE/Transforms/Passes.h"
+#include "vmoe/Pipelines/Pipelines.h"
 
 #include "mlir/IR/DialectRegistry.h"
 
@@ -14,4 +17,8 @@ void mlir::vmoe::registerVMoEDialects(DialectRegistry &registry) {
   registry.insert<VMoEDialect>();
 }
 
-void mlir::vmoe::registerVMoEPasses() {}
+void mlir::vmoe::registerVMoEPasses() {
+  registerVMoETransformsPasses();
+  registerVMoEConversionPasses();
+  registerVMoEPipelines();
+}

@@ -23,8 +23,6 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 
 using namespace mlir;
@@ -95,18 +93,6 @@ static ::vmoe::CapacityRounding toRounding(CapacityRule rule) {
                                     : ::vmoe::CapacityRounding::Round;
 }
 
-/// Formats a double with the fewest digits that read back exactly
-/// ("1.05", "0.0025", "nan"), for diagnostics that quote attribute values.
-static std::string formatDouble(double value) {
-  char buffer[32];
-  for (int precision = 1; precision <= 17; ++precision) {
-    std::snprintf(buffer, sizeof(buffer), "%.*g", precision, value);
-    if (std::strtod(buffer, nullptr) == value)
-      break;
-  }
-  return buffer;
-}
-
 /// The value of an optional f64 attribute.
 static std::optional<double> toDouble(FloatAttr attr) {
   if (!attr)
@@ -169,7 +155,7 @@ LogicalResult RouteOp::verify() {
   if (noiseStd) {
     if (!std::isfinite(*noiseStd) || *noiseStd < 0)
       return emitOpError() << "noise_std must be finite and >= 0, got "
-                           << formatDouble(*noiseStd);
+                           << ::vmoe::formatShortest(*noiseStd);
     if (failed(verifyShape(op, "noise", getNoise(), {g, s, e}, "G x S x E")))
       return failure();
   }
@@ -300,7 +286,7 @@ LogicalResult DispatchOp::verify() {
   std::optional<uint64_t> capacity = getCapacity();
   if (ratio && !(std::isfinite(*ratio) && *ratio > 0))
     return emitOpError() << "capacity_ratio must be positive and finite, got "
-                         << formatDouble(*ratio);
+                         << ::vmoe::formatShortest(*ratio);
   if (!ratio && !capacity)
     return emitOpError("requires a 'capacity' or a 'capacity_ratio' attribute");
   auto multipleOf = static_cast<int64_t>(getMultipleOf());
@@ -323,15 +309,14 @@ LogicalResult DispatchOp::verify() {
   int64_t b = ::vmoe::roundCapacity(raw, toRounding(getCapacityRule()),
                                     multipleOf);
   if (b < 1)
-    return emitOpError() << "capacity rounds to 0 (k*S*C/E = " << k << "*" << s
-                         << "*" << formatDouble(*ratio) << "/" << e
-                         << " = " << formatDouble(raw)
+    return emitOpError() << "capacity rounds to 0 ("
+                         << ::vmoe::describeRawCapacity(k, s, *ratio, e)
                          << "); raise capacity_ratio";
   if (!ShapedType::isDynamic(bDim) && bDim != b)
     return emitOpError() << "'buffers' dim 2 (" << bDim
                          << ") must equal the sized capacity (" << b << " = "
                          << stringifyCapacityRule(getCapacityRule()) << "("
-                         << k << "*" << s << "*" << formatDouble(*ratio) << "/" << e
+                         << k << "*" << s << "*" << ::vmoe::formatShortest(*ratio) << "/" << e
                          << "))";
   return success();
 }

@@ -15,6 +15,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 
 namespace vmoe {
 
@@ -53,6 +56,29 @@ inline int64_t computeCapacity(int64_t k, int64_t tokensPerGroup,
                                CapacityRounding rule, int64_t multipleOf) {
   return roundCapacity(rawCapacity(k, tokensPerGroup, ratio, numExperts), rule,
                        multipleOf);
+}
+
+/// Formats a double with the fewest digits that read back exactly ("1.05",
+/// "0.0025", "nan"), for messages that quote user-given values.
+inline std::string formatShortest(double value) {
+  char buffer[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(buffer, sizeof(buffer), "%.*g", precision, value);
+    if (std::strtod(buffer, nullptr) == value)
+      break;
+  }
+  return buffer;
+}
+
+/// "k*S*C/E = 2*4*0.01/32 = 0.0025": the arithmetic behind a capacity, for
+/// the "capacity rounds to 0" diagnostics of the verifier, the sizing pass
+/// and the runtime.
+inline std::string describeRawCapacity(int64_t k, int64_t tokensPerGroup,
+                                       double ratio, int64_t numExperts) {
+  return "k*S*C/E = " + std::to_string(k) + "*" +
+         std::to_string(tokensPerGroup) + "*" + formatShortest(ratio) + "/" +
+         std::to_string(numExperts) + " = " +
+         formatShortest(rawCapacity(k, tokensPerGroup, ratio, numExperts));
 }
 
 } // namespace vmoe

@@ -1,0 +1,35 @@
+//===- Passes.td - vmoe dialect passes ---------------------*- tablegen -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VMOE_DIALECT_VMOE_TRANSFORMS_PASSES_TD
+#define VMOE_DIALECT_VMOE_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def VMoEBufferSizingPass
+    : Pass<"vmoe-buffer-sizing", "::mlir::func::FuncOp"> {
+  let summary = "Give every vmoe.dispatch a static per-expert capacity";
+  let description = [{
+    Computes the per-expert capacity `B = rule(k * S * C / E)` of every
+    `vmoe.dispatch` that has none yet (docs/Dialect.md, capacity), records it
+    as the `capacity` attribute and makes the buffer dimension static. The
+    new static type flows into `vmoe.expert_ffn` results; other users keep
+    the type they had through a `tensor.cast`. A runtime `capacity` operand
+    stays: B is then the compiled maximum.
+
+    Errors: a capacity that rounds to 0 ("capacity rounds to 0 ..."), and a
+    dynamic S (tokens per group), which leaves nothing to size from.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+  let options = [
+    Option<"capacityRatio", "capacity-ratio", "double", /*default=*/"0.0",
+           "Capacity ratio C for every unsized dispatch (0: each op's own)">,
+    Option<"multipleOf", "multiple-of", "int64_t", /*default=*/"0",
+           "Round every capacity up to this multiple (0: each op's own)">
+  ];
+}
+
+#endif // VMOE_DIALECT_VMOE_TRANSFORMS_PASSES_TD

@@ -1,0 +1,138 @@
+//===- ExpertLowering.cpp - Lower expert_ffn --------------------*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// vmoe.expert_ffn becomes two batched contractions over the E x G x B x D
+// buffers with the bias and the activation in between, each a
+// linalg.generic whose innermost loop runs over the contiguous output dim.
+//
+//===----------------------------------------------------------------------===//
+
+#include "LoweringUtils.h"
+#include "Patterns.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::vmoe;
+using namespace mlir::vmoe::lowering;
+
+using utils::IteratorType;
+
+Value mlir::vmoe::lowering::buildActivation(OpBuilder &b, Location loc,
+                                          Activation activation, Value v) {
+  Type type = v.getType();
+  auto c = [&](double value) { return floatConst(b, loc, type, value); };
+  switch (activation) {
+  case Activation::gelu_tanh: {
+    // 0.5 * v * (1 + tanh(sqrt(2/pi) * (v + 0.044715 * v^3))).
+    Value cube = arith::MulFOp::create(
+        b, loc, arith::MulFOp::create(b, loc, v, v), v);
+    Value inner = arith::AddFOp::create(
+        b, loc, v, arith::MulFOp::create(b, loc, c(0.044715), cube));
+    inner = arith::MulFOp::create(
+        b, loc, c(M_SQRT2 * M_2_SQRTPI * 0.5), inner);
+    Value t = math::TanhOp::create(b, loc, inner);
+    Value half = arith::MulFOp::create(b, loc, c(0.5), v);
+    return arith::MulFOp::create(b, loc, half,
+                                 arith::AddFOp::create(b, loc, c(1.0), t));
+  }
+  case Activation::gelu_erf: {
+    // v * 0.5 * (1 + erf(v / sqrt(2))).
+    Value e = math::ErfOp::create(
+        b, loc, arith::MulFOp::create(b, loc, v, c(M_SQRT1_2)));
+    Value half = arith::MulFOp::create(b, loc, v, c(0.5));
+    return arith::MulFOp::create(b, loc, half,
+                                 arith::AddFOp::create(b, loc, c(1.0), e));
+  }
+  case Activation::relu:
+    return arith::MaximumFOp::create(b, loc, v, c(0.0));
+  case Activation::silu: {
+    // v / (1 + exp(-v)).
+    Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, v));
+    return arith::DivFOp::create(b, loc, v,
+                                 arith::AddFOp::create(b, loc, c(1.0), e));
+  }
+  }
+  llvm_unreachable("unknown activation");
+}
+
+/// out[e, g, b, n] = sum_k in[e, g, b, k] * w[e, k, n]: loops (e, g, b, k, n)
+/// so that the innermost loop walks rows of w and of the output.
+static Value buildExpertMatmul(OpBuilder &b, Location loc, Value in, Value w) {
+  auto inType = cast<RankedTensorType>(in.getType());
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, in);
+  sizes[3] = mixedSizes(b, loc, w)[2];
+  Value init = filledTensor(
+      b, loc, sizes, floatConst(b, loc, inType.getElementType(), 0));
+  MLIRContext *ctx = b.getContext();
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  SmallVector<AffineMap> maps = {
+      AffineMap::get(5, 0, {d(0), d(1), d(2), d(3)}, ctx),
+      AffineMap::get(5, 0, {d(0), d(3), d(4)}, ctx),
+      AffineMap::get(5, 0, {d(0), d(1), d(2), d(4)}, ctx)};
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), ValueRange{in, w}, ValueRange{init}, maps,
+             {IteratorType::parallel, IteratorType::parallel,
+              IteratorType::parallel, IteratorType::reduction,
+              IteratorType::parallel},
+             buildMultiplyAccumulateBody)
+      .getResult(0);
+}
+
+/// in[e, g, b, n] + bias[e, n], then `activation` when given, in place.
+static Value buildBiasActivation(OpBuilder &b, Location loc, Value in,
+                                 Value bias,
+                                 std::optional<Activation> activation) {
+  MLIRContext *ctx = b.getContext();
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
+  AffineMap id = b.getMultiDimIdentityMap(4);
+  AffineMap biasMap = AffineMap::get(4, 0, {d(0), d(3)}, ctx);
+  return linalg::GenericOp::create(
+             b, loc, in.getType(), ValueRange{bias}, ValueRange{in},
+             {biasMap, id}, SmallVector<IteratorType>(4, IteratorType::parallel),
+             [&](OpBuilder &b, Location loc, ValueRange args) {
+               Value v = arith::AddFOp::create(b, loc, args[1], args[0]);
+               if (activation)
+                 v = buildActivation(b, loc, *activation, v);
+               linalg::YieldOp::create(b, loc, ValueRange{v});
+             })
+      .getResult(0);
+}
+
+namespace {
+
+/// vmoe.expert_ffn -> matmul, bias + activation, matmul, bias.
+struct ExpertFFNOpLowering : OpConversionPattern<ExpertFFNOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(ExpertFFNOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value hidden =
+        buildExpertMatmul(rewriter, loc, adaptor.getBuffers(), adaptor.getW1());
+    hidden = buildBiasActivation(rewriter, loc, hidden, adaptor.getB1(),
+                                 op.getActivation());
+    Value out = buildExpertMatmul(rewriter, loc, hidden, adaptor.getW2());
+    out = buildBiasActivation(rewriter, loc, out, adaptor.getB2(),
+                              std::nullopt);
+    rewriter.replaceOp(op, out);
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::vmoe::lowering::populateExpertLoweringPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<ExpertFFNOpLowering>(patterns.getContext());
+}

@@ -1,0 +1,174 @@
+//===- LoweringUtils.cpp - Builders shared by the vmoe lowerings -*- C++ -*-=//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "LoweringUtils.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::vmoe;
+using namespace mlir::vmoe::lowering;
+
+Value lowering::indexConst(OpBuilder &b, Location loc, int64_t value) {
+  return arith::ConstantIndexOp::create(b, loc, value);
+}
+
+Value lowering::i32Const(OpBuilder &b, Location loc, int32_t value) {
+  return arith::ConstantIntOp::create(b, loc, value, 32);
+}
+
+Value lowering::floatConst(OpBuilder &b, Location loc, Type type,
+                         double value) {
+  return arith::ConstantOp::create(b, loc, b.getFloatAttr(type, value));
+}
+
+SmallVector<OpFoldResult> lowering::mixedSizes(OpBuilder &b, Location loc,
+                                             Value tensor) {
+  return tensor::getMixedSizes(b, loc, tensor);
+}
+
+Value lowering::emptyTensor(OpBuilder &b, Location loc,
+                          ArrayRef<OpFoldResult> sizes, Type elementType) {
+  return tensor::EmptyOp::create(b, loc, sizes, elementType);
+}
+
+Value lowering::filledTensor(OpBuilder &b, Location loc,
+                           ArrayRef<OpFoldResult> sizes, Value value) {
+  Value empty = emptyTensor(b, loc, sizes, value.getType());
+  return linalg::FillOp::create(b, loc, ValueRange{value}, ValueRange{empty})
+      .getResult(0);
+}
+
+SmallVector<OpFoldResult> lowering::unitStrides(OpBuilder &b, int64_t rank) {
+  return SmallVector<OpFoldResult>(rank, b.getIndexAttr(1));
+}
+
+/// Offsets and sizes of the row at `prefix` whose last dim spans `size`.
+static void rowSlice(OpBuilder &b, ArrayRef<OpFoldResult> prefix,
+                     OpFoldResult size, SmallVectorImpl<OpFoldResult> &offsets,
+                     SmallVectorImpl<OpFoldResult> &sizes) {
+  offsets.assign(prefix.begin(), prefix.end());
+  offsets.push_back(b.getIndexAttr(0));
+  sizes.assign(prefix.size(), b.getIndexAttr(1));
+  sizes.push_back(size);
+}
+
+Value lowering::extractRow(OpBuilder &b, Location loc, Value source,
+                         ArrayRef<OpFoldResult> prefix, OpFoldResult size) {
+  SmallVector<OpFoldResult> offsets, sizes;
+  rowSlice(b, prefix, size, offsets, sizes);
+  auto sourceType = cast<RankedTensorType>(source.getType());
+  auto rowType = RankedTensorType::get(
+      {sourceType.getShape().back()}, sourceType.getElementType());
+  return tensor::ExtractSliceOp::create(b, loc, rowType, source, offsets,
+                                        sizes, unitStrides(b, sizes.size()));
+}
+
+Value lowering::insertRow(OpBuilder &b, Location loc, Value row, Value dest,
+                        ArrayRef<OpFoldResult> prefix, OpFoldResult size) {
+  SmallVector<OpFoldResult> offsets, sizes;
+  rowSlice(b, prefix, size, offsets, sizes);
+  return tensor::InsertSliceOp::create(b, loc, row, dest, offsets, sizes,
+                                       unitStrides(b, sizes.size()));
+}
+
+Value lowering::insertScalar(OpBuilder &b, Location loc, Value value,
+                           Value dest, ArrayRef<OpFoldResult> at) {
+  SmallVector<OpFoldResult> ones(at.size(), b.getIndexAttr(1));
+  Value cell = tensor::ExtractSliceOp::create(b, loc, dest, at, ones,
+                                              unitStrides(b, at.size()));
+  SmallVector<Value> zeros(at.size(), indexConst(b, loc, 0));
+  return tensor::InsertOp::create(b, loc, value, cell, zeros);
+}
+
+void lowering::buildMultiplyAccumulateBody(OpBuilder &b, Location loc,
+                                           ValueRange args) {
+  Value product = arith::MulFOp::create(b, loc, args[0], args[1]);
+  linalg::YieldOp::create(
+      b, loc, ValueRange{arith::AddFOp::create(b, loc, args[2], product)});
+}
+
+scf::ForallOp lowering::buildForall(OpBuilder &b, Location loc,
+                                  ArrayRef<OpFoldResult> upperBounds,
+                                  ValueRange outputs, ForallBodyFn body) {
+  auto forall =
+      scf::ForallOp::create(b, loc, upperBounds, outputs, std::nullopt);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(forall.getTerminator());
+  SmallVector<ParallelInsert> inserts =
+      body(b, loc, forall.getInductionVars(), forall.getRegionOutArgs());
+  b.setInsertionPointToStart(forall.getTerminator().getBody());
+  for (ParallelInsert &insert : inserts)
+    tensor::ParallelInsertSliceOp::create(
+        b, loc, insert.source,
+        forall.getRegionOutArgs()[insert.sharedOutIndex], insert.offsets,
+        insert.sizes, unitStrides(b, insert.sizes.size()));
+  return forall;
+}
+
+ValueRange lowering::buildLoop(OpBuilder &b, Location loc, Value upperBound,
+                             ValueRange init, LoopBodyFn body) {
+  auto loop = scf::ForOp::create(
+      b, loc, indexConst(b, loc, 0), upperBound, indexConst(b, loc, 1), init,
+      [&](OpBuilder &nested, Location nestedLoc, Value iv, ValueRange args) {
+        scf::YieldOp::create(nested, nestedLoc,
+                             body(nested, nestedLoc, iv, args));
+      });
+  return loop.getResults();
+}
+
+ValueRange lowering::buildTopK(OpBuilder &b, Location loc, Value key,
+                             ValueRange prefix, Value n, Value k,
+                             ValueRange init, TopKChoiceFn onChoice) {
+  Type elementType = cast<RankedTensorType>(key.getType()).getElementType();
+  double inf = std::numeric_limits<double>::infinity();
+  SmallVector<Value> outerInit = {floatConst(b, loc, elementType, inf),
+                                  indexConst(b, loc, -1)};
+  llvm::append_range(outerInit, init);
+  ValueRange results = buildLoop(
+      b, loc, k, outerInit,
+      [&](OpBuilder &b, Location loc, Value i, ValueRange args) {
+        Value prevValue = args[0], prevIndex = args[1];
+        SmallVector<Value> innerInit = {floatConst(b, loc, elementType, -inf),
+                                        indexConst(b, loc, -1)};
+        ValueRange best = buildLoop(
+            b, loc, n, innerInit,
+            [&](OpBuilder &b, Location loc, Value e, ValueRange best) {
+              SmallVector<Value> indices(prefix);
+              indices.push_back(e);
+              Value v = tensor::ExtractOp::create(b, loc, key, indices);
+              using P = arith::CmpFPredicate;
+              using I = arith::CmpIPredicate;
+              // Eligible: strictly after the previous choice in the order.
+              Value below = arith::CmpFOp::create(b, loc, P::OLT, v, prevValue);
+              Value same = arith::CmpFOp::create(b, loc, P::OEQ, v, prevValue);
+              Value later =
+                  arith::CmpIOp::create(b, loc, I::sgt, e, prevIndex);
+              Value eligible = arith::OrIOp::create(
+                  b, loc, below, arith::AndIOp::create(b, loc, same, later));
+              // Better: the first eligible entry, or a strictly larger one
+              // (entries come in ascending index, so ties keep the lower).
+              Value none = arith::CmpIOp::create(b, loc, I::eq, best[1],
+                                                 indexConst(b, loc, -1));
+              Value larger =
+                  arith::CmpFOp::create(b, loc, P::OGT, v, best[0]);
+              Value take = arith::AndIOp::create(
+                  b, loc, eligible, arith::OrIOp::create(b, loc, none, larger));
+              return SmallVector<Value>{
+                  arith::SelectOp::create(b, loc, take, v, best[0]),
+                  arith::SelectOp::create(b, loc, take, e, best[1])};
+            });
+        SmallVector<Value> next = {best[0], best[1]};
+        llvm::append_range(next, onChoice(b, loc, i, best[0], best[1],
+                                          args.drop_front(2)));
+        return next;
+      });
+  return results.drop_front(2);
+}

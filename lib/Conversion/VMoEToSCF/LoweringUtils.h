@@ -1,0 +1,107 @@
+//===- LoweringUtils.h - Builders shared by the vmoe lowerings --*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// Small IR builders used by the lowering patterns of convert-vmoe-to-scf:
+// constants, tensors with mixed static/dynamic sizes, scf.forall with
+// parallel inserts, and the top-k selection loop that route and bpr_sort
+// share. Internal to lib/Conversion/VMoEToSCF.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LIB_CONVERSION_VMOETOSCF_LOWERINGUTILS_H
+#define LIB_CONVERSION_VMOETOSCF_LOWERINGUTILS_H
+
+#include "vmoe/Dialect/VMoE/IR/VMoE.h"
+
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::vmoe::lowering {
+
+/// An `index` constant.
+Value indexConst(OpBuilder &b, Location loc, int64_t value);
+
+/// An `i32` constant.
+Value i32Const(OpBuilder &b, Location loc, int32_t value);
+
+/// A float constant of type `type`.
+Value floatConst(OpBuilder &b, Location loc, Type type, double value);
+
+/// Sizes of `tensor`: attributes for static dims, tensor.dim for dynamic ones.
+SmallVector<OpFoldResult> mixedSizes(OpBuilder &b, Location loc, Value tensor);
+
+/// tensor.empty of `sizes` x `elementType`.
+Value emptyTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
+                  Type elementType);
+
+/// tensor.empty of `sizes` filled with the scalar `value`.
+Value filledTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
+                   Value value);
+
+/// Unit strides of the given rank.
+SmallVector<OpFoldResult> unitStrides(OpBuilder &b, int64_t rank);
+
+/// Extracts the 1-D row `source[prefix..., 0 : size]` (the last dim whole).
+Value extractRow(OpBuilder &b, Location loc, Value source,
+                 ArrayRef<OpFoldResult> prefix, OpFoldResult size);
+
+/// Inserts the 1-D `row` at `dest[prefix..., 0 : size]`.
+Value insertRow(OpBuilder &b, Location loc, Value row, Value dest,
+                ArrayRef<OpFoldResult> prefix, OpFoldResult size);
+
+/// The 1x1 slice of the rank-2 `dest` at `at`, holding `value`: what a
+/// forall iteration inserts back when it writes one element.
+Value insertScalar(OpBuilder &b, Location loc, Value value, Value dest,
+                   ArrayRef<OpFoldResult> at);
+
+/// Body of a contraction generic: yields acc + in0 * in1 (mul, then add).
+void buildMultiplyAccumulateBody(OpBuilder &b, Location loc, ValueRange args);
+
+/// A slice that one scf.forall iteration writes back in parallel.
+struct ParallelInsert {
+  Value source;
+  unsigned sharedOutIndex;
+  SmallVector<OpFoldResult> offsets;
+  SmallVector<OpFoldResult> sizes;
+};
+
+/// Body of a forall: gets the induction variables and the shared outputs and
+/// returns the slices to insert in parallel.
+using ForallBodyFn = function_ref<SmallVector<ParallelInsert>(
+    OpBuilder &, Location, ValueRange ivs, ValueRange sharedOuts)>;
+
+/// scf.forall over [0, upperBounds) with `outputs` as shared outputs.
+scf::ForallOp buildForall(OpBuilder &b, Location loc,
+                          ArrayRef<OpFoldResult> upperBounds,
+                          ValueRange outputs, ForallBodyFn body);
+
+/// Body of one scf.for step over [0, ub): gets the induction variable and
+/// the carried values, returns the values to yield.
+using LoopBodyFn = function_ref<SmallVector<Value>(OpBuilder &, Location,
+                                                   Value iv, ValueRange)>;
+
+/// scf.for over [0, upperBound) step 1 carrying `init`; returns the results.
+ValueRange buildLoop(OpBuilder &b, Location loc, Value upperBound,
+                     ValueRange init, LoopBodyFn body);
+
+/// Callback of buildTopK for choice `i` (an index), with the chosen `value`
+/// and expert `index` (index type; -1 when no candidate is left, e.g. NaN
+/// keys), and the carried values; returns the new carried values.
+using TopKChoiceFn = function_ref<SmallVector<Value>(
+    OpBuilder &, Location, Value i, Value value, Value index, ValueRange)>;
+
+/// Selects the `k` largest entries of the row key[prefix..., 0 : n] in
+/// descending order, ties to the lower index, NaN never chosen. Choice i is
+/// the best entry strictly after choice i-1 in the order (value desc, index
+/// asc), so no mask is needed. Returns the final carried values.
+ValueRange buildTopK(OpBuilder &b, Location loc, Value key,
+                     ValueRange prefix, Value n, Value k, ValueRange init,
+                     TopKChoiceFn onChoice);
+
+} // namespace mlir::vmoe::lowering
+
+#endif // LIB_CONVERSION_VMOETOSCF_LOWERINGUTILS_H

@@ -1,0 +1,45 @@
+//===- Patterns.h - Lowering patterns of convert-vmoe-to-scf ----*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// One populate function per op family; VMoEToSCF.cpp gathers them.
+// Internal to lib/Conversion/VMoEToSCF.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LIB_CONVERSION_VMOETOSCF_PATTERNS_H
+#define LIB_CONVERSION_VMOETOSCF_PATTERNS_H
+
+#include "vmoe/Dialect/VMoE/IR/VMoE.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace mlir::vmoe::lowering {
+
+/// route, bpr_sort, capacity.
+void populateRouteLoweringPatterns(RewritePatternSet &patterns);
+
+/// dispatch, combine.
+void populateDispatchLoweringPatterns(RewritePatternSet &patterns);
+
+/// expert_ffn.
+void populateExpertLoweringPatterns(RewritePatternSet &patterns);
+
+/// The capacity rule in IR: rule(k * tokens * ratio / numExperts) in double
+/// precision, NaN or <= 0 -> 0, raised to a multiple of `multipleOf`; an
+/// index value. `ratio` is an f64 value.
+Value buildCapacityValue(OpBuilder &b, Location loc, int64_t k, Value tokens,
+                         Value ratio, int64_t numExperts, CapacityRule rule,
+                         int64_t multipleOf);
+
+/// The activation of vmoe.expert_ffn applied to the scalar `v`, with the
+/// operation order of PyTorch's CPU kernels.
+Value buildActivation(OpBuilder &b, Location loc, Activation activation,
+                      Value v);
+
+} // namespace mlir::vmoe::lowering
+
+#endif // LIB_CONVERSION_VMOETOSCF_PATTERNS_H

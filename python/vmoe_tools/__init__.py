@@ -1,0 +1,1 @@
+"""Integration tooling: the case matrix, memref descriptors, check_layers."""

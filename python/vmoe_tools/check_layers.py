@@ -1,0 +1,257 @@
+"""Compiles every case of the matrix to native code and checks it.
+
+    cd python && /usr/bin/python3 -m vmoe_tools.check_layers \\
+        --vmoe-opt ../build/bin/vmoe-opt [--filter SUBSTR] [--workdir DIR]
+
+Per case (vmoe_tools.cases): emit `@moe_case` as tensor-level MLIR, lower
+it with `vmoe-opt --vmoe-lower-to-cpu` (or the given pipeline), translate to
+LLVM IR, build a shared object with clang, call `_mlir_ciface_moe_case` in a
+child process (vmoe_tools.run_case) and compare with the PyTorch reference:
+expert ids and slots must be equal, and every element of `out` must satisfy
+|got - ref| <= rtol * (|ref| + floor * max|ref|), ref computed in float64.
+The reported max_rel_err is max |got - ref| / (|ref| + floor * max|ref|):
+a case passes when it is at most rtol (default 1e-5). The floor defaults to
+0.1, an absolute tolerance of 1e-6 * max|ref|: f32 sums over D and H leave
+errors near 2e-7 * max|ref| on elements close to 0 (torch's own f32 result
+shows them too), which a floor of 1e-3 would reject.
+
+Exit status: 0 all pass, 1 a result mismatch, 2 a tool failure (its stderr
+is printed; takes precedence over 1). Cases are built by 2 concurrent jobs
+(threads driving the tools); nothing is cached.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from . import cases
+
+_PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_REPO = os.path.dirname(_PYTHON_DIR)
+_TIMEOUT_S = 300
+
+
+class ToolError(Exception):
+    """A tool exited non-zero, timed out, or the compiled code crashed."""
+
+    def __init__(self, stage, command, detail):
+        super().__init__(stage)
+        self.stage, self.command, self.detail = stage, command, detail
+
+
+def _run(stage, command, env=None):
+    try:
+        done = subprocess.run(command, capture_output=True, text=True,
+                              timeout=_TIMEOUT_S, env=env)
+    except subprocess.TimeoutExpired:
+        raise ToolError(stage, command, f"timed out after {_TIMEOUT_S} s")
+    except OSError as error:
+        raise ToolError(stage, command, str(error))
+    if done.returncode != 0:
+        raise ToolError(stage, command,
+                        f"exit status {done.returncode}\n{done.stderr}")
+
+
+def _prepare(case, case_dir):
+    """Writes the MLIR, inputs and call manifest; returns the reference."""
+    shutil.rmtree(case_dir, ignore_errors=True)
+    os.makedirs(case_dir)
+    inputs = cases.make_inputs(case)
+    with open(os.path.join(case_dir, "case.mlir"), "w") as f:
+        f.write(cases.emit_mlir(case))
+    np.savez(os.path.join(case_dir, "inputs.npz"), **inputs)
+    call = {
+        "library": "case.so",
+        "function": "moe_case",
+        "inputs": list(cases.INPUT_NAMES),
+        "scalars": ([] if case["runtime_ratio"] is None
+                    else [case["runtime_ratio"]]),
+        "outputs": [(name, shape, np.dtype(dtype).name)
+                    for name, shape, dtype in cases.output_specs(case)],
+    }
+    with open(os.path.join(case_dir, "call.json"), "w") as f:
+        json.dump(call, f)
+    return cases.reference(case, inputs)
+
+
+def _build_and_run(case_dir, args):
+    """Lowers, compiles and runs one prepared case; returns its outputs."""
+    def path(name):
+        return os.path.join(case_dir, name)
+
+    _run("vmoe-opt", [args.vmoe_opt, path("case.mlir"), *args.pipeline_args,
+                      "-o", path("lowered.mlir")])
+    if args.verify_only:
+        return None
+    _run("mlir-translate", [args.mlir_translate, "--mlir-to-llvmir",
+                            path("lowered.mlir"), "-o", path("case.ll")])
+    _run("clang", [args.clang, "-shared", "-fPIC", "-O2", path("case.ll"),
+                   "-o", path("case.so"), "-lm"])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (_PYTHON_DIR, env.get("PYTHONPATH")) if p)
+    _run("run", [sys.executable, "-m", "vmoe_tools.run_case", case_dir],
+         env=env)
+    with np.load(path("outputs.npz")) as outputs:
+        return {name: outputs[name] for name in outputs.files}
+
+
+def compare(ref, got, rtol, floor):
+    """(first mismatch or None, max abs error, max relative error)."""
+    for key in ("ids", "slots"):
+        wrong = np.argwhere(got[key] != ref[key])
+        if len(wrong):
+            index = tuple(int(i) for i in wrong[0])
+            return (f"{key} differ at {index} (g, t, choice): got "
+                    f"{got[key][index]}, expected {ref[key][index]} "
+                    f"({len(wrong)} mismatches)"), None, None
+    expected = ref["out"]
+    error = np.abs(got["out"].astype(np.float64) - expected)
+    scale = np.abs(expected) + floor * np.abs(expected).max()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = np.where(scale > 0, error / scale,
+                            np.where(error == 0, 0.0, np.inf))
+    max_abs, max_rel = float(error.max()), float(relative.max())  # NaN stays
+    bad = np.argwhere(~(error <= rtol * scale))  # NaN counts as bad
+    if len(bad):
+        index = tuple(int(i) for i in bad[0])
+        return (f"out differs at {index} (g, t, d): got {got['out'][index]!r},"
+                f" expected {expected[index]!r} ({len(bad)} elements beyond"
+                f" tolerance)"), max_abs, max_rel
+    return None, max_abs, max_rel
+
+
+def _parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="python3 -m vmoe_tools.check_layers",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--vmoe-opt",
+                        default=os.path.join(_REPO, "build/bin/vmoe-opt"))
+    parser.add_argument("--mlir-translate",
+                        default="/usr/lib/llvm-22/bin/mlir-translate")
+    parser.add_argument("--clang", default="clang-22")
+    parser.add_argument("--workdir",
+                        help="keep the artifacts here (default: a temporary "
+                             "directory, removed at exit)")
+    parser.add_argument("--filter", default="",
+                        help="only the cases whose name contains SUBSTR")
+    lowering = parser.add_mutually_exclusive_group()
+    lowering.add_argument(
+        "--pass-pipeline-arg", default="--vmoe-lower-to-cpu",
+        help="raw vmoe-opt arguments that lower to LLVM, split like a "
+             "shell command line; give it with '=' as it starts with "
+             "'--' (default: %(default)s)")
+    lowering.add_argument(
+        "--pipeline",
+        help="a textual pipeline, passed as "
+             "--pass-pipeline=builtin.module(PIPELINE), e.g. "
+             "'vmoe-lower-to-cpu{fuse=true}'")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--rtol", type=float, default=1e-5)
+    parser.add_argument("--floor", type=float, default=0.1,
+                        help="absolute tolerance as a fraction of max|ref|, "
+                             "times rtol (default: %(default)s)")
+    parser.add_argument("--verify-only", action="store_true",
+                        help="only emit the MLIR and check that vmoe-opt "
+                             "parses and verifies it (no lowering)")
+    parser.add_argument("--list", action="store_true",
+                        help="list the selected cases and exit")
+    args = parser.parse_args(argv)
+    if args.verify_only:
+        args.pipeline_args = []
+    elif args.pipeline:
+        args.pipeline_args = [f"--pass-pipeline=builtin.module("
+                              f"{args.pipeline})"]
+    else:
+        args.pipeline_args = shlex.split(args.pass_pipeline_arg)
+    return args
+
+
+def _describe(case):
+    runtime = ""
+    if case["runtime_ratio"] is not None:
+        runtime = (f" runtime C={case['runtime_ratio']}"
+                   f" B={case['runtime_capacity']}")
+    return (f"G={case['G']} S={case['S']} D={case['D']} H={case['H']} "
+            f"E={case['E']} k={case['k']} {case['routing']}"
+            f"{'/' + case['score'] if case['routing'] == 'bpr' else ''} "
+            f"C={case['C']} B={case['B']}{runtime}")
+
+
+def main(argv=None):
+    args = _parse_args(argv)
+    selected = [c for c in cases.CASES if args.filter in c["name"]]
+    if not selected:
+        print(f"check_layers: no case matches {args.filter!r}")
+        return 2
+    if args.list:
+        for case in selected:
+            print(f"{case['name']}: {_describe(case)}")
+        print(f"{len(selected)} cases")
+        return 0
+    workdir = args.workdir or tempfile.mkdtemp(prefix="vmoe-check-layers-")
+    try:
+        return _check(selected, workdir, args)
+    finally:
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _check(selected, workdir, args):
+    os.makedirs(workdir, exist_ok=True)
+    dirs = [os.path.join(workdir, case["name"]) for case in selected]
+    # References first, in this thread: torch stays out of the workers.
+    refs = [_prepare(case, d) for case, d in zip(selected, dirs)]
+    passed, mismatched, broken = 0, 0, 0
+    worst = (0.0, None)
+    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        futures = [pool.submit(_build_and_run, d, args) for d in dirs]
+        for case, ref, future in zip(selected, refs, futures):
+            name = case["name"]
+            try:
+                got = future.result()
+            except ToolError as error:
+                broken += 1
+                print(f"ERROR {name}: {error.stage} failed: "
+                      f"{shlex.join(error.command)}\n{error.detail.rstrip()}",
+                      flush=True)
+                continue
+            if got is None:
+                passed += 1
+                print(f"VERIFIED {name}", flush=True)
+                continue
+            problem, max_abs, max_rel = compare(ref, got, args.rtol,
+                                                args.floor)
+            if max_rel is not None and max_rel >= worst[0]:
+                worst = (max_rel, name)
+            if problem:
+                mismatched += 1
+                print(f"FAIL {name}: {problem} [{_describe(case)}]",
+                      flush=True)
+            else:
+                passed += 1
+                print(f"PASS {name}: max_abs_err={max_abs:.2e} "
+                      f"max_rel_err={max_rel:.2e} "
+                      f"dropped={ref['dropped']}/{ref['ids'].size}",
+                      flush=True)
+    largest = f"{worst[0]:.2e} ({worst[1]})" if worst[1] else "n/a"
+    print(f"check_layers: {len(selected)} cases, {passed} passed, "
+          f"{mismatched} mismatched, {broken} tool failures; largest "
+          f"max_rel_err={largest}, rtol={args.rtol}")
+    if broken or mismatched:
+        print(f"artifacts in {workdir}" if args.workdir else
+              "rerun with --workdir DIR to keep the artifacts")
+    return 2 if broken else 1 if mismatched else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
