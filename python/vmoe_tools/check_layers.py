@@ -37,6 +37,8 @@ from . import cases
 _PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _REPO = os.path.dirname(_PYTHON_DIR)
 _TIMEOUT_S = 300
+# libomp of LLVM 22, for cases lowered with parallel=true.
+_LLVM_LIB = "/usr/lib/llvm-22/lib"
 
 
 class ToolError(Exception):
@@ -93,9 +95,13 @@ def _build_and_run(case_dir, args):
         return None
     _run("mlir-translate", [args.mlir_translate, "--mlir-to-llvmir",
                             path("lowered.mlir"), "-o", path("case.ll")])
-    _run("clang", [args.clang, "-shared", "-fPIC", "-O2", path("case.ll"),
-                   "-o", path("case.so"), "-lm"])
+    _run("clang", [args.clang, "-shared", "-fPIC", "-O2",
+                   "-Wno-override-module", path("case.ll"), "-o",
+                   path("case.so"), f"-L{_LLVM_LIB}", f"-Wl,-rpath,{_LLVM_LIB}",
+                   "-lomp", "-lm"])
     env = dict(os.environ)
+    if args.threads:
+        env["OMP_NUM_THREADS"] = str(args.threads)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (_PYTHON_DIR, env.get("PYTHONPATH")) if p)
     _run("run", [sys.executable, "-m", "vmoe_tools.run_case", case_dir],
@@ -156,6 +162,9 @@ def _parse_args(argv):
              "--pass-pipeline=builtin.module(PIPELINE), e.g. "
              "'vmoe-lower-to-cpu{fuse=true}'")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=0,
+                        help="OMP_NUM_THREADS of the compiled code (for "
+                             "parallel=true; default: the runtime's)")
     parser.add_argument("--rtol", type=float, default=1e-5)
     parser.add_argument("--floor", type=float, default=0.1,
                         help="absolute tolerance as a fraction of max|ref|, "
