@@ -68,6 +68,9 @@ tool_dirs = [config.vmoe_tools_dir, config.llvm_tools_dir]
 tools = [
     "vmoe-opt",
     "vmoe-translate",
+    "vmoe-compile",
+    ToolSubst("llvm-nm", unresolved="fatal"),
+    ToolSubst("split-file", unresolved="fatal"),
     ToolSubst("mlir-opt", unresolved="fatal"),
     ToolSubst("mlir-runner", unresolved="fatal"),
     ToolSubst("mlir-translate", unresolved="fatal"),

@@ -25,6 +25,7 @@
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Conversion/SCFToOpenMP/SCFToOpenMP.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -55,7 +56,15 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
   bufferization::buildBufferDeallocationPipeline(pm);
 
-  // Loops, then OpenMP threads or sequential loops.
+  // Contractions to the vector microkernel, the rest to loops; then OpenMP
+  // threads or sequential loops.
+  if (options.vectorize) {
+    VMoEVectorizeContractionsPassOptions vectorize;
+    vectorize.lanes = options.vectorWidth;
+    vectorize.parallel = options.parallel;
+    pm.addNestedPass<func::FuncOp>(
+        createVMoEVectorizeContractionsPass(vectorize));
+  }
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   if (options.parallel) {
     pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
@@ -71,6 +80,9 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
+  if (options.vectorize)
+    pm.addPass(createVMoEApproximateMathPass());
+  pm.addPass(createConvertVectorToLLVMPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());

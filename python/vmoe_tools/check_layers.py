@@ -95,7 +95,7 @@ def _build_and_run(case_dir, args):
         return None
     _run("mlir-translate", [args.mlir_translate, "--mlir-to-llvmir",
                             path("lowered.mlir"), "-o", path("case.ll")])
-    _run("clang", [args.clang, "-shared", "-fPIC", "-O2",
+    _run("clang", [args.clang, "-shared", "-fPIC", "-O2", "-march=native",
                    "-Wno-override-module", path("case.ll"), "-o",
                    path("case.so"), f"-L{_LLVM_LIB}", f"-Wl,-rpath,{_LLVM_LIB}",
                    "-lomp", "-lm"])

@@ -30,4 +30,37 @@ def ConvertVMoEToSCFPass
   ];
 }
 
+def VMoEVectorizeContractionsPass
+    : Pass<"vmoe-vectorize-contractions", "::mlir::func::FuncOp"> {
+  let summary = "Lower buffer-level linalg contractions to a vector microkernel";
+  let description = [{
+    Rewrites every `linalg.generic` contraction on memrefs whose output and
+    right-hand operand are contiguous along the output column dim (matmuls,
+    batched matmuls, expert matmuls, attention times values) into loops
+    around the register-blocked microkernel of `vmoe/Codegen/Microkernel.h`:
+    per k, one broadcast of A per row and `tile-vectors` vector loads of B
+    feed `tile-rows x tile-vectors` vector FMAs. Other contractions and all
+    non-contractions are left for convert-linalg-to-loops. With `parallel`,
+    large contractions split their column panels across OpenMP threads;
+    every output element keeps one writer, so results do not depend on the
+    thread count.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+  let options = [
+    Option<"lanes", "vector-width", "int64_t", /*default=*/"8",
+           "f32 lanes per vector register (8: AVX2, 16: AVX-512)">,
+    Option<"tileRows", "tile-rows", "int64_t", /*default=*/"6",
+           "Rows of the register tile">,
+    Option<"tileVectors", "tile-vectors", "int64_t", /*default=*/"2",
+           "Vectors per row of the register tile">,
+    Option<"parallel", "parallel", "bool", /*default=*/"false",
+           "Split the column panels of large contractions across threads">
+  ];
+}
+
 #endif // VMOE_CONVERSION_PASSES_TD

@@ -30,6 +30,15 @@ struct VMoECPUPipelineOptions
       llvm::cl::desc("Run the parallel loops (groups, tokens, experts) on "
                      "OpenMP threads; results do not depend on the count"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> vectorize{
+      *this, "vectorize",
+      llvm::cl::desc("Contractions through the vector microkernel and math "
+                     "through polynomial approximations (default)"),
+      llvm::cl::init(true)};
+  PassOptions::Option<int64_t> vectorWidth{
+      *this, "vector-width",
+      llvm::cl::desc("f32 lanes per vector register (8: AVX2, 16: AVX-512)"),
+      llvm::cl::init(8)};
 };
 
 /// vmoe (tensors) -> LLVM dialect for the host CPU: buffer sizing, the vmoe

@@ -19,51 +19,12 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/DialectConversion.h"
 
-#include <cmath>
 
 using namespace mlir;
 using namespace mlir::vmoe;
 using namespace mlir::vmoe::lowering;
 
 using utils::IteratorType;
-
-Value mlir::vmoe::lowering::buildActivation(OpBuilder &b, Location loc,
-                                          Activation activation, Value v) {
-  Type type = v.getType();
-  auto c = [&](double value) { return floatConst(b, loc, type, value); };
-  switch (activation) {
-  case Activation::gelu_tanh: {
-    // 0.5 * v * (1 + tanh(sqrt(2/pi) * (v + 0.044715 * v^3))).
-    Value cube = arith::MulFOp::create(
-        b, loc, arith::MulFOp::create(b, loc, v, v), v);
-    Value inner = arith::AddFOp::create(
-        b, loc, v, arith::MulFOp::create(b, loc, c(0.044715), cube));
-    inner = arith::MulFOp::create(
-        b, loc, c(M_SQRT2 * M_2_SQRTPI * 0.5), inner);
-    Value t = math::TanhOp::create(b, loc, inner);
-    Value half = arith::MulFOp::create(b, loc, c(0.5), v);
-    return arith::MulFOp::create(b, loc, half,
-                                 arith::AddFOp::create(b, loc, c(1.0), t));
-  }
-  case Activation::gelu_erf: {
-    // v * 0.5 * (1 + erf(v / sqrt(2))).
-    Value e = math::ErfOp::create(
-        b, loc, arith::MulFOp::create(b, loc, v, c(M_SQRT1_2)));
-    Value half = arith::MulFOp::create(b, loc, v, c(0.5));
-    return arith::MulFOp::create(b, loc, half,
-                                 arith::AddFOp::create(b, loc, c(1.0), e));
-  }
-  case Activation::relu:
-    return arith::MaximumFOp::create(b, loc, v, c(0.0));
-  case Activation::silu: {
-    // v / (1 + exp(-v)).
-    Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, v));
-    return arith::DivFOp::create(b, loc, v,
-                                 arith::AddFOp::create(b, loc, c(1.0), e));
-  }
-  }
-  llvm_unreachable("unknown activation");
-}
 
 /// out[e, g, b, n] = sum_k in[e, g, b, k] * w[e, k, n]: loops (e, g, b, k, n)
 /// so that the innermost loop walks rows of w and of the output.

@@ -16,40 +16,6 @@ using namespace mlir;
 using namespace mlir::vmoe;
 using namespace mlir::vmoe::lowering;
 
-Value lowering::indexConst(OpBuilder &b, Location loc, int64_t value) {
-  return arith::ConstantIndexOp::create(b, loc, value);
-}
-
-Value lowering::i32Const(OpBuilder &b, Location loc, int32_t value) {
-  return arith::ConstantIntOp::create(b, loc, value, 32);
-}
-
-Value lowering::floatConst(OpBuilder &b, Location loc, Type type,
-                         double value) {
-  return arith::ConstantOp::create(b, loc, b.getFloatAttr(type, value));
-}
-
-SmallVector<OpFoldResult> lowering::mixedSizes(OpBuilder &b, Location loc,
-                                             Value tensor) {
-  return tensor::getMixedSizes(b, loc, tensor);
-}
-
-Value lowering::emptyTensor(OpBuilder &b, Location loc,
-                          ArrayRef<OpFoldResult> sizes, Type elementType) {
-  return tensor::EmptyOp::create(b, loc, sizes, elementType);
-}
-
-Value lowering::filledTensor(OpBuilder &b, Location loc,
-                           ArrayRef<OpFoldResult> sizes, Value value) {
-  Value empty = emptyTensor(b, loc, sizes, value.getType());
-  return linalg::FillOp::create(b, loc, ValueRange{value}, ValueRange{empty})
-      .getResult(0);
-}
-
-SmallVector<OpFoldResult> lowering::unitStrides(OpBuilder &b, int64_t rank) {
-  return SmallVector<OpFoldResult>(rank, b.getIndexAttr(1));
-}
-
 /// Offsets and sizes of the row at `prefix` whose last dim spans `size`.
 static void rowSlice(OpBuilder &b, ArrayRef<OpFoldResult> prefix,
                      OpFoldResult size, SmallVectorImpl<OpFoldResult> &offsets,
@@ -86,13 +52,6 @@ Value lowering::insertScalar(OpBuilder &b, Location loc, Value value,
                                               unitStrides(b, at.size()));
   SmallVector<Value> zeros(at.size(), indexConst(b, loc, 0));
   return tensor::InsertOp::create(b, loc, value, cell, zeros);
-}
-
-void lowering::buildMultiplyAccumulateBody(OpBuilder &b, Location loc,
-                                           ValueRange args) {
-  Value product = arith::MulFOp::create(b, loc, args[0], args[1]);
-  linalg::YieldOp::create(
-      b, loc, ValueRange{arith::AddFOp::create(b, loc, args[2], product)});
 }
 
 scf::ForallOp lowering::buildForall(OpBuilder &b, Location loc,

@@ -4,10 +4,10 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Small IR builders used by the lowering patterns of convert-vmoe-to-scf:
-// constants, tensors with mixed static/dynamic sizes, scf.forall with
-// parallel inserts, and the top-k selection loop that route and bpr_sort
-// share. Internal to lib/Conversion/VMoEToSCF.
+// Loop and slice builders used by the lowering patterns of
+// convert-vmoe-to-scf: rows of tensors, scf.forall with parallel inserts,
+// scf.for with carried values, and the top-k selection loop that route and
+// bpr_sort share. Internal to lib/Conversion/VMoEToSCF.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,35 +15,13 @@
 #define LIB_CONVERSION_VMOETOSCF_LOWERINGUTILS_H
 
 #include "vmoe/Dialect/VMoE/IR/VMoE.h"
+#include "vmoe/Utils/TensorBuilders.h"
 
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/PatternMatch.h"
 
 namespace mlir::vmoe::lowering {
-
-/// An `index` constant.
-Value indexConst(OpBuilder &b, Location loc, int64_t value);
-
-/// An `i32` constant.
-Value i32Const(OpBuilder &b, Location loc, int32_t value);
-
-/// A float constant of type `type`.
-Value floatConst(OpBuilder &b, Location loc, Type type, double value);
-
-/// Sizes of `tensor`: attributes for static dims, tensor.dim for dynamic ones.
-SmallVector<OpFoldResult> mixedSizes(OpBuilder &b, Location loc, Value tensor);
-
-/// tensor.empty of `sizes` x `elementType`.
-Value emptyTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
-                  Type elementType);
-
-/// tensor.empty of `sizes` filled with the scalar `value`.
-Value filledTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
-                   Value value);
-
-/// Unit strides of the given rank.
-SmallVector<OpFoldResult> unitStrides(OpBuilder &b, int64_t rank);
 
 /// Extracts the 1-D row `source[prefix..., 0 : size]` (the last dim whole).
 Value extractRow(OpBuilder &b, Location loc, Value source,
@@ -57,9 +35,6 @@ Value insertRow(OpBuilder &b, Location loc, Value row, Value dest,
 /// forall iteration inserts back when it writes one element.
 Value insertScalar(OpBuilder &b, Location loc, Value value, Value dest,
                    ArrayRef<OpFoldResult> at);
-
-/// Body of a contraction generic: yields acc + in0 * in1 (mul, then add).
-void buildMultiplyAccumulateBody(OpBuilder &b, Location loc, ValueRange args);
 
 /// A slice that one scf.forall iteration writes back in parallel.
 struct ParallelInsert {

@@ -35,11 +35,6 @@ Value buildCapacityValue(OpBuilder &b, Location loc, int64_t k, Value tokens,
                          Value ratio, int64_t numExperts, CapacityRule rule,
                          int64_t multipleOf);
 
-/// The activation of vmoe.expert_ffn applied to the scalar `v`, with the
-/// operation order of PyTorch's CPU kernels.
-Value buildActivation(OpBuilder &b, Location loc, Activation activation,
-                      Value v);
-
 } // namespace mlir::vmoe::lowering
 
 #endif // LIB_CONVERSION_VMOETOSCF_PATTERNS_H

@@ -66,76 +66,6 @@ static Value buildRouterLogits(OpBuilder &b, Location loc, Value x,
       .getResult(0);
 }
 
-/// Reduces the last dim of the rank-3 `input` with `combine`, from `initial`.
-static Value reduceLastDim(
-    OpBuilder &b, Location loc, Value input, double initial,
-    function_ref<Value(OpBuilder &, Location, Value acc, Value v)> combine) {
-  auto type = cast<RankedTensorType>(input.getType());
-  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, input);
-  sizes.pop_back();
-  Value init = filledTensor(
-      b, loc, sizes, floatConst(b, loc, type.getElementType(), initial));
-  GenericBuilder g{b, loc, 3};
-  return linalg::GenericOp::create(
-             b, loc, init.getType(), ValueRange{input}, ValueRange{init},
-             {g.map({0, 1, 2}), g.map({0, 1})},
-             {IteratorType::parallel, IteratorType::parallel,
-              IteratorType::reduction},
-             [&](OpBuilder &b, Location loc, ValueRange args) {
-               linalg::YieldOp::create(
-                   b, loc, ValueRange{combine(b, loc, args[1], args[0])});
-             })
-      .getResult(0);
-}
-
-/// Maps every element of the rank-3 `input` with `fn(v, rowValue)`, where
-/// rowValue is `perRow[g, s]`.
-static Value mapWithRowValue(
-    OpBuilder &b, Location loc, Value input, Value perRow,
-    function_ref<Value(OpBuilder &, Location, Value v, Value row)> fn) {
-  Value init = emptyTensor(
-      b, loc, mixedSizes(b, loc, input),
-      cast<RankedTensorType>(input.getType()).getElementType());
-  GenericBuilder g{b, loc, 3};
-  return linalg::GenericOp::create(
-             b, loc, init.getType(), ValueRange{input, perRow},
-             ValueRange{init}, {g.map({0, 1, 2}), g.map({0, 1}), g.map({0, 1, 2})},
-             {IteratorType::parallel, IteratorType::parallel,
-              IteratorType::parallel},
-             [&](OpBuilder &b, Location loc, ValueRange args) {
-               linalg::YieldOp::create(b, loc,
-                                       ValueRange{fn(b, loc, args[0], args[1])});
-             })
-      .getResult(0);
-}
-
-/// softmax over the last dim: exp(l - max) / sum.
-static Value buildSoftmax(OpBuilder &b, Location loc, Value logits) {
-  double inf = std::numeric_limits<double>::infinity();
-  Value rowMax = reduceLastDim(b, loc, logits, -inf,
-                               [](OpBuilder &b, Location loc, Value acc,
-                                  Value v) -> Value {
-                                 return arith::MaximumFOp::create(b, loc, acc,
-                                                                  v);
-                               });
-  Value exps = mapWithRowValue(
-      b, loc, logits, rowMax,
-      [](OpBuilder &b, Location loc, Value v, Value m) -> Value {
-        return math::ExpOp::create(b, loc,
-                                   arith::SubFOp::create(b, loc, v, m));
-      });
-  Value sums = reduceLastDim(
-      b, loc, exps, 0.0,
-      [](OpBuilder &b, Location loc, Value acc, Value v) -> Value {
-        return arith::AddFOp::create(b, loc, acc, v);
-      });
-  return mapWithRowValue(
-      b, loc, exps, sums,
-      [](OpBuilder &b, Location loc, Value v, Value sum) -> Value {
-        return arith::DivFOp::create(b, loc, v, sum);
-      });
-}
-
 /// Divides the k entries of the 1-D `row` by their sum (added from 0 up).
 static Value normalizeRow(OpBuilder &b, Location loc, Value row, Value k,
                           Type elementType) {
@@ -227,7 +157,7 @@ struct RouteOpLowering : OpConversionPattern<RouteOp> {
                    })
                    .getResult(0);
     }
-    Value gates = buildSoftmax(b, loc, logits);
+    Value gates = buildSoftmaxLastDim(b, loc, logits);
     bool softmaxFirst = op.getOrder() == RouteOrder::softmax_topk;
     Value key = softmaxFirst ? gates : logits;
 

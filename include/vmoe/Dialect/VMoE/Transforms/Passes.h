@@ -7,7 +7,10 @@
 #ifndef VMOE_DIALECT_VMOE_TRANSFORMS_PASSES_H
 #define VMOE_DIALECT_VMOE_TRANSFORMS_PASSES_H
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::vmoe {

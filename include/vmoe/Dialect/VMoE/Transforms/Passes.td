@@ -32,4 +32,19 @@ def VMoEBufferSizingPass
   ];
 }
 
+def VMoEApproximateMathPass : Pass<"vmoe-approximate-math"> {
+  let summary = "Replace transcendental math ops with polynomial approximations";
+  let description = [{
+    Rewrites `math.tanh`, `math.erf`, `math.exp`, `math.log` and friends,
+    scalar or vector, into the upstream polynomial approximations (a few
+    ulp in f32), so that loops over them vectorize instead of calling libm
+    once per element. Other ops are left alone.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+}
+
 #endif // VMOE_DIALECT_VMOE_TRANSFORMS_PASSES_TD

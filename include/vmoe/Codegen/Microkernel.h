@@ -1,0 +1,74 @@
+//===- Microkernel.h - Register-blocked GEMM code generation ----*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// Emits C[M, N] (+)= A[M, K] * B[K, N] as scf loops over column panels and
+// row tiles around a register-blocked microkernel: a tile of `rows` x
+// (`vectors` x `lanes`) accumulators in vector registers, updated per k with
+// one broadcast of A per row and `vectors` loads of B (vector.fma). Operand
+// access goes through callbacks, so the same kernel serves plain matmuls,
+// gathered rows (MoE dispatch fused into the GEMM) and scattered,
+// weighted outputs (combine fused into the epilogue).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VMOE_CODEGEN_MICROKERNEL_H
+#define VMOE_CODEGEN_MICROKERNEL_H
+
+#include "mlir/IR/Builders.h"
+
+#include <functional>
+#include <optional>
+
+namespace mlir::vmoe {
+
+/// The register tile of the microkernel.
+struct MicrokernelShape {
+  int64_t rows = 6;    ///< Rows of C per tile (MR).
+  int64_t vectors = 2; ///< Vectors per row (NR = vectors * lanes).
+  int64_t lanes = 8;   ///< f32 lanes per vector (8: AVX2, 16: AVX-512).
+
+  int64_t panelWidth() const { return vectors * lanes; }
+};
+
+/// How the microkernel reads and writes its operands. `n` is the first
+/// column of a vector; `mask` is null for a full vector, else an i1 vector
+/// of the valid lanes.
+struct GemmAccessors {
+  /// A[row, k], a scalar.
+  std::function<Value(OpBuilder &, Location, Value row, Value k)> loadA;
+  /// B[k, n .. n + lanes), a vector.
+  std::function<Value(OpBuilder &, Location, Value k, Value n, Value mask)>
+      loadB;
+  /// The accumulator C[row, n ..) starts from: zeros, or the current C.
+  std::function<Value(OpBuilder &, Location, Value row, Value n, Value mask)>
+      initC;
+  /// Finishes C[row, n ..) from the accumulator: epilogue and store.
+  std::function<void(OpBuilder &, Location, Value row, Value n, Value acc,
+                     Value mask)>
+      storeC;
+};
+
+/// Emits the GEMM over rows [0, m), columns [0, n) and reduction [0, k)
+/// (index values). `staticN`, when known, drops the masked panel if n is a
+/// multiple of the panel width. With `parallelPanels`, the column-panel loop
+/// is an scf.parallel (each panel writes its own columns, so the result
+/// does not depend on the schedule).
+void emitGemm(OpBuilder &b, Location loc, Value m, Value n, Value k,
+              std::optional<int64_t> staticN, const MicrokernelShape &shape,
+              const GemmAccessors &access, bool parallelPanels);
+
+/// A vector of zeros, or `vector.maskedload` / `vector.load` of
+/// base[indices] with lanes beyond `mask` read as 0.
+Value loadVector(OpBuilder &b, Location loc, VectorType type, Value base,
+                 ValueRange indices, Value mask);
+
+/// `vector.maskedstore` or `vector.store` of `value` at base[indices].
+void storeVector(OpBuilder &b, Location loc, Value value, Value base,
+                 ValueRange indices, Value mask);
+
+} // namespace mlir::vmoe
+
+#endif // VMOE_CODEGEN_MICROKERNEL_H

@@ -1,0 +1,66 @@
+//===- ModelBuilder.h - V-MoE description -> MLIR ---------------*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// Builds the whole model of a description as one MLIR module: the forward
+// function of docs/ModelFormat.md §5 in upstream tensor/linalg ops plus vmoe
+// ops for the MoE layers, and the manifest the runtime reads.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VMOE_FRONTEND_MODELBUILDER_H
+#define VMOE_FRONTEND_MODELBUILDER_H
+
+#include "vmoe/Frontend/ModelDescription.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <string>
+
+namespace mlir {
+class DialectRegistry;
+class MLIRContext;
+} // namespace mlir
+
+namespace mlir::vmoe::frontend {
+
+/// Compile-time choices that are not part of the description.
+struct BuildOptions {
+  /// Routing groups per compiled batch (N = groups * group_size images).
+  int64_t groupsPerBatch = 1;
+  /// The largest capacity ratio the model may run at; buffers are sized for
+  /// it. 0 picks max(C, 2).
+  double maxCapacityRatio = 0;
+};
+
+/// Images per compiled batch.
+int64_t batchImages(const ModelDescription &model,
+                    const BuildOptions &options);
+
+/// The capacity ratio the buffers are sized for.
+double maxCapacityRatio(const ModelDescription &model,
+                        const BuildOptions &options);
+
+/// Checks `options` against `model` (a maximum below the default C, a
+/// capacity that rounds to 0); errors name the option.
+llvm::Error validateBuildOptions(const ModelDescription &model,
+                                 const BuildOptions &options);
+
+/// The manifest JSON of docs/ModelFormat.md §5.
+std::string buildManifest(const ModelDescription &model,
+                          const BuildOptions &options);
+
+/// The dialects the built module uses.
+void registerFrontendDialects(DialectRegistry &registry);
+
+/// Builds `@vmoe_forward` and `@vmoe_model_manifest` for `model`.
+OwningOpRef<ModuleOp> buildModelModule(MLIRContext &context,
+                                       const ModelDescription &model,
+                                       const BuildOptions &options);
+
+} // namespace mlir::vmoe::frontend
+
+#endif // VMOE_FRONTEND_MODELBUILDER_H

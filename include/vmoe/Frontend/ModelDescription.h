@@ -1,0 +1,99 @@
+//===- ModelDescription.h - V-MoE model descriptions ------------*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// The model description of docs/ModelFormat.md §1: parsed from JSON with one
+// error per bad field (naming it), plus what follows from it: tokens per
+// image, MoE placement and the weight tensors with their offsets.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VMOE_FRONTEND_MODELDESCRIPTION_H
+#define VMOE_FRONTEND_MODELDESCRIPTION_H
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mlir::vmoe::frontend {
+
+/// The MoE settings of a description (`moe` object).
+struct MoESettings {
+  std::string placement = "every-2"; ///< "every-2" or "last-n".
+  int64_t lastN = 0;                 ///< With "last-n" only.
+  int64_t numExperts = 0;
+  int64_t k = 0;
+  double capacityRatio = 1.05;
+  std::string capacityRule = "round"; ///< "round" or "ceil".
+  int64_t multipleOf = 1;
+  std::string routing = "vanilla"; ///< "vanilla" or "bpr".
+  std::string score = "max";       ///< "max" or "sum_topk".
+  std::string order = "softmax_topk";
+  bool normalize = false;
+  std::string activation = "gelu_tanh";
+  int64_t groupSize = 1; ///< Images per routing group.
+};
+
+/// A V-MoE ViT (docs/ModelFormat.md §1).
+struct ModelDescription {
+  std::string name;
+  int64_t height = 0, width = 0, channels = 0;
+  std::vector<double> mean, std;
+  int64_t patchSize = 0;
+  int64_t modelWidth = 0; ///< D.
+  int64_t depth = 0;
+  int64_t heads = 0;
+  int64_t mlpDim = 0; ///< H.
+  int64_t classes = 0;
+  std::vector<std::string> classNames;
+  std::string head = "token"; ///< "token" or "gap".
+  double layerNormEpsilon = 1e-6;
+  std::string mlpActivation = "gelu_tanh";
+  MoESettings moe;
+
+  /// Patches per image.
+  int64_t numPatches() const {
+    return (height / patchSize) * (width / patchSize);
+  }
+  /// Tokens per image: the patches, plus the class token with head "token".
+  int64_t tokensPerImage() const {
+    return numPatches() + (head == "token" ? 1 : 0);
+  }
+  /// Tokens per routing group, S.
+  int64_t tokensPerGroup() const { return moe.groupSize * tokensPerImage(); }
+  /// The 0-based indices of the MoE blocks (SPEC §5 placement).
+  llvm::SmallVector<int64_t> moeBlocks() const;
+  /// True when block `i` holds a MoE layer.
+  bool isMoEBlock(int64_t i) const;
+};
+
+/// Parses and validates a description; errors read `field: problem`.
+llvm::Expected<ModelDescription> parseModelDescription(llvm::StringRef json);
+
+/// Re-checks a description after overrides (e.g. vmoe-compile options).
+llvm::Error validateModelDescription(const ModelDescription &model);
+
+/// One weight tensor of docs/ModelFormat.md §3 and its place in the flat
+/// weights buffer (in floats, a multiple of 16).
+struct WeightTensor {
+  std::string name;
+  llvm::SmallVector<int64_t> shape;
+  int64_t offset = 0;
+  int64_t numElements() const;
+};
+
+/// Every weight tensor of `model`, in a fixed order, with offsets.
+std::vector<WeightTensor> weightLayout(const ModelDescription &model);
+
+/// Floats in the flat weights buffer of `layout`.
+int64_t weightsSize(const std::vector<WeightTensor> &layout);
+
+} // namespace mlir::vmoe::frontend
+
+#endif // VMOE_FRONTEND_MODELDESCRIPTION_H

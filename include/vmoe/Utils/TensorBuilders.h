@@ -1,0 +1,75 @@
+//===- TensorBuilders.h - Tensor-level IR building blocks -------*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// Small builders of tensor-level linalg/arith/math IR shared by the vmoe
+// lowerings and the model front end: constants, empty and filled tensors,
+// reductions and softmax over the last dim, and the expert activations with
+// the operation order of PyTorch's CPU kernels.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VMOE_UTILS_TENSORBUILDERS_H
+#define VMOE_UTILS_TENSORBUILDERS_H
+
+#include "vmoe/Dialect/VMoE/IR/VMoE.h"
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir::vmoe {
+
+/// An `index` constant.
+Value indexConst(OpBuilder &b, Location loc, int64_t value);
+
+/// An `i32` constant.
+Value i32Const(OpBuilder &b, Location loc, int32_t value);
+
+/// A float constant of type `type`.
+Value floatConst(OpBuilder &b, Location loc, Type type, double value);
+
+/// Sizes of `tensor`: attributes for static dims, tensor.dim for dynamic ones.
+SmallVector<OpFoldResult> mixedSizes(OpBuilder &b, Location loc, Value tensor);
+
+/// tensor.empty of `sizes` x `elementType`.
+Value emptyTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
+                  Type elementType);
+
+/// tensor.empty of `sizes` filled with the scalar `value`.
+Value filledTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
+                   Value value);
+
+/// Unit strides of the given rank.
+SmallVector<OpFoldResult> unitStrides(OpBuilder &b, int64_t rank);
+
+/// The map (d0, ..., d[numDims-1]) -> (d[dims[0]], d[dims[1]], ...).
+AffineMap projectionMap(MLIRContext *ctx, unsigned numDims,
+                        ArrayRef<unsigned> dims);
+
+/// Body of a contraction generic: yields acc + in0 * in1 (mul, then add).
+void buildMultiplyAccumulateBody(OpBuilder &b, Location loc, ValueRange args);
+
+/// A scalar combiner of two values.
+using ScalarFn = function_ref<Value(OpBuilder &, Location, Value, Value)>;
+
+/// Reduces the last dim of `input` (any rank >= 1) with `combine(acc, v)`,
+/// starting from `initial`.
+Value reduceLastDim(OpBuilder &b, Location loc, Value input, double initial,
+                    ScalarFn combine);
+
+/// Maps every element `v` of `input` to `fn(v, perRow[...])`, where `perRow`
+/// has the shape of `input` without its last dim.
+Value mapWithRowValue(OpBuilder &b, Location loc, Value input, Value perRow,
+                      ScalarFn fn);
+
+/// softmax over the last dim: exp(v - max) / sum, in that order.
+Value buildSoftmaxLastDim(OpBuilder &b, Location loc, Value input);
+
+/// The activation of vmoe.expert_ffn applied to the scalar `v`.
+Value buildActivation(OpBuilder &b, Location loc, Activation activation,
+                      Value v);
+
+} // namespace mlir::vmoe
+
+#endif // VMOE_UTILS_TENSORBUILDERS_H

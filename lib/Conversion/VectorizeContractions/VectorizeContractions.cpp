@@ -1,0 +1,216 @@
+//===- VectorizeContractions.cpp - vmoe-vectorize-contractions --*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// Buffer-level linalg contractions -> loops around the GEMM microkernel.
+// The loop dims are classified with linalg::inferContractionDims: batch and
+// all but the innermost M dim become outer scf.for loops, the innermost M
+// dim is the row dim of the microkernel, the N dim its (contiguous) column
+// dim and the K dim its reduction. The accumulator starts from the current
+// output, so the rewrite keeps the semantics of `out += a * b`.
+//
+//===----------------------------------------------------------------------===//
+
+#include "vmoe/Conversion/Passes.h"
+
+#include "vmoe/Codegen/Microkernel.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace mlir::vmoe {
+#define GEN_PASS_DEF_VMOEVECTORIZECONTRACTIONSPASS
+#include "vmoe/Conversion/Passes.h.inc"
+} // namespace mlir::vmoe
+
+using namespace mlir;
+using namespace mlir::vmoe;
+
+/// Contractions smaller than this many multiply-adds stay on one thread:
+/// forking costs more than they take.
+static constexpr int64_t kParallelWorkThreshold = 1 << 20;
+
+/// True when the innermost dim of `type` has unit stride.
+static bool hasContiguousRows(MemRefType type) {
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)) || strides.empty())
+    return false;
+  return strides.back() == 1;
+}
+
+/// Indices of `operand` at the loop point `ivs` (dim -> value).
+static SmallVector<Value> operandIndices(AffineMap map,
+                                         const DenseMap<unsigned, Value> &ivs) {
+  SmallVector<Value> indices;
+  for (AffineExpr expr : map.getResults())
+    indices.push_back(ivs.lookup(cast<AffineDimExpr>(expr).getPosition()));
+  return indices;
+}
+
+/// Rewrites one contraction; fails (leaving it alone) when it does not fit.
+static LogicalResult vectorizeContraction(RewriterBase &rewriter,
+                                          linalg::GenericOp op,
+                                          const MicrokernelShape &shape,
+                                          bool parallel) {
+  if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
+      op.getNumDpsInits() != 1 || !linalg::isaContractionOpInterface(op))
+    return failure();
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  if (failed(dims) || dims->n.size() != 1 || dims->k.size() != 1 ||
+      dims->m.empty())
+    return failure();
+  if (!llvm::all_of(op.getIndexingMapsArray(), [](AffineMap map) {
+        return map.isProjectedPermutation(/*allowZeroInResults=*/false);
+      }))
+    return failure();
+  unsigned nDim = dims->n.front(), kDim = dims->k.front();
+
+  // The operand holding N is B; its rows and the output's must be
+  // contiguous along N.
+  OpOperand *lhs = op.getDpsInputOperand(0), *rhs = op.getDpsInputOperand(1);
+  if (op.getMatchingIndexingMap(lhs).isFunctionOfDim(nDim))
+    std::swap(lhs, rhs);
+  OpOperand *out = op.getDpsInitOperand(0);
+  AffineMap aMap = op.getMatchingIndexingMap(lhs);
+  AffineMap bMap = op.getMatchingIndexingMap(rhs);
+  AffineMap cMap = op.getMatchingIndexingMap(out);
+  auto lastDim = [](AffineMap map) {
+    return cast<AffineDimExpr>(map.getResults().back()).getPosition();
+  };
+  if (!bMap.isFunctionOfDim(nDim) || aMap.isFunctionOfDim(nDim) ||
+      lastDim(bMap) != nDim || lastDim(cMap) != nDim)
+    return failure();
+  auto aType = dyn_cast<MemRefType>(lhs->get().getType());
+  auto bType = dyn_cast<MemRefType>(rhs->get().getType());
+  auto cType = dyn_cast<MemRefType>(out->get().getType());
+  if (!aType || !bType || !cType || !hasContiguousRows(bType) ||
+      !hasContiguousRows(cType) || !cType.getElementType().isF32() ||
+      !aType.getElementType().isF32() || !bType.getElementType().isF32())
+    return failure();
+
+  // The row dim: the innermost M dim in the output.
+  unsigned rowDim = dims->m.front();
+  for (AffineExpr expr : cMap.getResults()) {
+    unsigned d = cast<AffineDimExpr>(expr).getPosition();
+    if (llvm::is_contained(dims->m, d))
+      rowDim = d;
+  }
+
+  Location loc = op.getLoc();
+  rewriter.setInsertionPoint(op);
+  auto linalgOp = cast<linalg::LinalgOp>(op.getOperation());
+  SmallVector<Range, 4> ranges = linalgOp.createLoopRanges(rewriter, loc);
+  auto size = [&](unsigned d) {
+    return getValueOrCreateConstantIndexOp(rewriter, loc, ranges[d].size);
+  };
+  SmallVector<int64_t> staticSizes = linalgOp.getStaticLoopRanges();
+  int64_t work = 1;
+  for (int64_t s : staticSizes)
+    work = ShapedType::isDynamic(s) || ShapedType::isDynamic(work)
+               ? ShapedType::kDynamic
+               : work * s;
+  bool parallelPanels =
+      parallel && (ShapedType::isDynamic(work) || work >= kParallelWorkThreshold);
+  std::optional<int64_t> staticN;
+  if (!ShapedType::isDynamic(staticSizes[nDim]))
+    staticN = staticSizes[nDim];
+
+  // Outer loops over every dim but rows, columns and reduction.
+  SmallVector<unsigned> outerDims;
+  for (unsigned d = 0, e = op.getNumLoops(); d < e; ++d)
+    if (d != rowDim && d != nDim && d != kDim)
+      outerDims.push_back(d);
+  Value a = lhs->get(), bMem = rhs->get(), c = out->get();
+  auto vectorType = VectorType::get({shape.lanes}, rewriter.getF32Type());
+
+  std::function<void(OpBuilder &, Location, unsigned,
+                     DenseMap<unsigned, Value> &)>
+      nest = [&](OpBuilder &b, Location loc, unsigned level,
+                 DenseMap<unsigned, Value> &ivs) {
+        if (level < outerDims.size()) {
+          unsigned d = outerDims[level];
+          scf::ForOp::create(
+              b, loc, arith::ConstantIndexOp::create(b, loc, 0), size(d),
+              arith::ConstantIndexOp::create(b, loc, 1), ValueRange{},
+              [&](OpBuilder &b, Location loc, Value iv, ValueRange) {
+                ivs[d] = iv;
+                nest(b, loc, level + 1, ivs);
+                scf::YieldOp::create(b, loc);
+              });
+          return;
+        }
+        GemmAccessors access;
+        access.loadA = [&](OpBuilder &b, Location loc, Value row, Value k) {
+          DenseMap<unsigned, Value> at = ivs;
+          at[rowDim] = row;
+          at[kDim] = k;
+          return Value(memref::LoadOp::create(b, loc, a,
+                                              operandIndices(aMap, at)));
+        };
+        access.loadB = [&](OpBuilder &b, Location loc, Value k, Value n,
+                           Value mask) {
+          DenseMap<unsigned, Value> at = ivs;
+          at[kDim] = k;
+          at[nDim] = n;
+          return loadVector(b, loc, vectorType, bMem, operandIndices(bMap, at),
+                            mask);
+        };
+        access.initC = [&](OpBuilder &b, Location loc, Value row, Value n,
+                           Value mask) {
+          DenseMap<unsigned, Value> at = ivs;
+          at[rowDim] = row;
+          at[nDim] = n;
+          return loadVector(b, loc, vectorType, c, operandIndices(cMap, at),
+                            mask);
+        };
+        access.storeC = [&](OpBuilder &b, Location loc, Value row, Value n,
+                            Value acc, Value mask) {
+          DenseMap<unsigned, Value> at = ivs;
+          at[rowDim] = row;
+          at[nDim] = n;
+          storeVector(b, loc, acc, c, operandIndices(cMap, at), mask);
+        };
+        emitGemm(b, loc, size(rowDim), size(nDim), size(kDim), staticN, shape,
+                 access, parallelPanels);
+      };
+  DenseMap<unsigned, Value> ivs;
+  nest(rewriter, loc, 0, ivs);
+  rewriter.eraseOp(op);
+  return success();
+}
+
+namespace mlir::vmoe {
+namespace {
+
+struct VMoEVectorizeContractionsPass
+    : impl::VMoEVectorizeContractionsPassBase<VMoEVectorizeContractionsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (lanes < 1 || tileRows < 1 || tileVectors < 1) {
+      getOperation().emitError(
+          "vmoe-vectorize-contractions: vector-width, tile-rows and "
+          "tile-vectors must be >= 1");
+      return signalPassFailure();
+    }
+    MicrokernelShape shape{tileRows, tileVectors, lanes};
+    SmallVector<linalg::GenericOp> candidates;
+    getOperation().walk(
+        [&](linalg::GenericOp op) { candidates.push_back(op); });
+    IRRewriter rewriter(&getContext());
+    for (linalg::GenericOp op : candidates)
+      (void)vectorizeContraction(rewriter, op, shape, parallel);
+  }
+};
+
+} // namespace
+} // namespace mlir::vmoe

@@ -1,0 +1,178 @@
+//===- TensorBuilders.cpp - Tensor-level IR building blocks -----*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "vmoe/Utils/TensorBuilders.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::vmoe;
+
+Value mlir::vmoe::indexConst(OpBuilder &b, Location loc, int64_t value) {
+  return arith::ConstantIndexOp::create(b, loc, value);
+}
+
+Value mlir::vmoe::i32Const(OpBuilder &b, Location loc, int32_t value) {
+  return arith::ConstantIntOp::create(b, loc, value, 32);
+}
+
+Value mlir::vmoe::floatConst(OpBuilder &b, Location loc, Type type,
+                             double value) {
+  return arith::ConstantOp::create(b, loc, b.getFloatAttr(type, value));
+}
+
+SmallVector<OpFoldResult> mlir::vmoe::mixedSizes(OpBuilder &b, Location loc,
+                                                 Value tensor) {
+  return tensor::getMixedSizes(b, loc, tensor);
+}
+
+Value mlir::vmoe::emptyTensor(OpBuilder &b, Location loc,
+                              ArrayRef<OpFoldResult> sizes, Type elementType) {
+  return tensor::EmptyOp::create(b, loc, sizes, elementType);
+}
+
+Value mlir::vmoe::filledTensor(OpBuilder &b, Location loc,
+                               ArrayRef<OpFoldResult> sizes, Value value) {
+  Value empty = emptyTensor(b, loc, sizes, value.getType());
+  return linalg::FillOp::create(b, loc, ValueRange{value}, ValueRange{empty})
+      .getResult(0);
+}
+
+SmallVector<OpFoldResult> mlir::vmoe::unitStrides(OpBuilder &b, int64_t rank) {
+  return SmallVector<OpFoldResult>(rank, b.getIndexAttr(1));
+}
+
+AffineMap mlir::vmoe::projectionMap(MLIRContext *ctx, unsigned numDims,
+                                    ArrayRef<unsigned> dims) {
+  SmallVector<AffineExpr> exprs;
+  for (unsigned d : dims)
+    exprs.push_back(getAffineDimExpr(d, ctx));
+  return AffineMap::get(numDims, 0, exprs, ctx);
+}
+
+void mlir::vmoe::buildMultiplyAccumulateBody(OpBuilder &b, Location loc,
+                                             ValueRange args) {
+  Value product = arith::MulFOp::create(b, loc, args[0], args[1]);
+  linalg::YieldOp::create(
+      b, loc, ValueRange{arith::AddFOp::create(b, loc, args[2], product)});
+}
+
+/// The dims 0 .. rank-2 (everything but the last).
+static SmallVector<unsigned> leadingDims(unsigned rank) {
+  SmallVector<unsigned> dims;
+  for (unsigned d = 0; d + 1 < rank; ++d)
+    dims.push_back(d);
+  return dims;
+}
+
+Value mlir::vmoe::reduceLastDim(OpBuilder &b, Location loc, Value input,
+                                double initial, ScalarFn combine) {
+  auto type = cast<RankedTensorType>(input.getType());
+  unsigned rank = type.getRank();
+  SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, input);
+  sizes.pop_back();
+  Value init = filledTensor(
+      b, loc, sizes, floatConst(b, loc, type.getElementType(), initial));
+  SmallVector<utils::IteratorType> iterators(rank,
+                                             utils::IteratorType::parallel);
+  iterators.back() = utils::IteratorType::reduction;
+  MLIRContext *ctx = b.getContext();
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), ValueRange{input}, ValueRange{init},
+             {b.getMultiDimIdentityMap(rank),
+              projectionMap(ctx, rank, leadingDims(rank))},
+             iterators,
+             [&](OpBuilder &b, Location loc, ValueRange args) {
+               linalg::YieldOp::create(
+                   b, loc, ValueRange{combine(b, loc, args[1], args[0])});
+             })
+      .getResult(0);
+}
+
+Value mlir::vmoe::mapWithRowValue(OpBuilder &b, Location loc, Value input,
+                                  Value perRow, ScalarFn fn) {
+  auto type = cast<RankedTensorType>(input.getType());
+  unsigned rank = type.getRank();
+  Value init =
+      emptyTensor(b, loc, mixedSizes(b, loc, input), type.getElementType());
+  AffineMap id = b.getMultiDimIdentityMap(rank);
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), ValueRange{input, perRow},
+             ValueRange{init},
+             {id, projectionMap(b.getContext(), rank, leadingDims(rank)), id},
+             SmallVector<utils::IteratorType>(rank,
+                                              utils::IteratorType::parallel),
+             [&](OpBuilder &b, Location loc, ValueRange args) {
+               linalg::YieldOp::create(b, loc,
+                                       ValueRange{fn(b, loc, args[0], args[1])});
+             })
+      .getResult(0);
+}
+
+Value mlir::vmoe::buildSoftmaxLastDim(OpBuilder &b, Location loc,
+                                      Value input) {
+  double inf = std::numeric_limits<double>::infinity();
+  Value rowMax = reduceLastDim(
+      b, loc, input, -inf, [](OpBuilder &b, Location loc, Value acc, Value v) {
+        return Value(arith::MaximumFOp::create(b, loc, acc, v));
+      });
+  Value exps = mapWithRowValue(
+      b, loc, input, rowMax, [](OpBuilder &b, Location loc, Value v, Value m) {
+        return Value(
+            math::ExpOp::create(b, loc, arith::SubFOp::create(b, loc, v, m)));
+      });
+  Value sums = reduceLastDim(
+      b, loc, exps, 0.0, [](OpBuilder &b, Location loc, Value acc, Value v) {
+        return Value(arith::AddFOp::create(b, loc, acc, v));
+      });
+  return mapWithRowValue(
+      b, loc, exps, sums, [](OpBuilder &b, Location loc, Value v, Value sum) {
+        return Value(arith::DivFOp::create(b, loc, v, sum));
+      });
+}
+
+Value mlir::vmoe::buildActivation(OpBuilder &b, Location loc,
+                                  Activation activation, Value v) {
+  Type type = v.getType();
+  auto c = [&](double value) { return floatConst(b, loc, type, value); };
+  switch (activation) {
+  case Activation::gelu_tanh: {
+    // 0.5 * v * (1 + tanh(sqrt(2/pi) * (v + 0.044715 * v^3))).
+    Value cube = arith::MulFOp::create(
+        b, loc, arith::MulFOp::create(b, loc, v, v), v);
+    Value inner = arith::AddFOp::create(
+        b, loc, v, arith::MulFOp::create(b, loc, c(0.044715), cube));
+    inner = arith::MulFOp::create(b, loc, c(M_SQRT2 * M_2_SQRTPI * 0.5), inner);
+    Value t = math::TanhOp::create(b, loc, inner);
+    Value half = arith::MulFOp::create(b, loc, c(0.5), v);
+    return arith::MulFOp::create(b, loc, half,
+                                 arith::AddFOp::create(b, loc, c(1.0), t));
+  }
+  case Activation::gelu_erf: {
+    // v * 0.5 * (1 + erf(v / sqrt(2))).
+    Value e = math::ErfOp::create(
+        b, loc, arith::MulFOp::create(b, loc, v, c(M_SQRT1_2)));
+    Value half = arith::MulFOp::create(b, loc, v, c(0.5));
+    return arith::MulFOp::create(b, loc, half,
+                                 arith::AddFOp::create(b, loc, c(1.0), e));
+  }
+  case Activation::relu:
+    return arith::MaximumFOp::create(b, loc, v, c(0.0));
+  case Activation::silu: {
+    // v / (1 + exp(-v)).
+    Value e = math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, v));
+    return arith::DivFOp::create(b, loc, v,
+                                 arith::AddFOp::create(b, loc, c(1.0), e));
+  }
+  }
+  llvm_unreachable("unknown activation");
+}

@@ -1,0 +1,370 @@
+//===- vmoe-compile.cpp - V-MoE model compiler driver -----------*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// vmoe-compile: a model description (JSON) -- or a vmoe/MLIR module -- to
+// MLIR, LLVM IR, assembly, an object file, a shared library with the C API
+// of include/vmoe/Runtime/vmoe_runtime.h, or an executable that loads
+// weights and PNG images. The stages reuse the registered pipeline builder
+// (vmoe-lower-to-cpu) and the front end of lib/Frontend.
+//
+//===----------------------------------------------------------------------===//
+
+#include "vmoe/Frontend/ModelBuilder.h"
+#include "vmoe/Frontend/ModelDescription.h"
+#include "vmoe/InitVMoE.h"
+#include "vmoe/Pipelines/Pipelines.h"
+#include "vmoe/Target/ObjectCodegen.h"
+
+#include "mlir/IR/AsmState.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Target/TargetMachine.h"
+
+using namespace mlir;
+namespace frontend = mlir::vmoe::frontend;
+namespace cl = llvm::cl;
+
+namespace {
+
+enum class Emit { Mlir, LlvmMlir, Llvm, Asm, Obj, Lib, Exe };
+
+cl::OptionCategory category("vmoe-compile options");
+
+cl::opt<std::string> inputFile(cl::Positional, cl::Required,
+                               cl::desc("<model.json | module.mlir>"),
+                               cl::cat(category));
+cl::opt<std::string> outputFile("o", cl::desc("Output file"),
+                                cl::value_desc("file"), cl::cat(category));
+cl::opt<Emit> emit(
+    "emit", cl::desc("What to produce"), cl::init(Emit::Exe),
+    cl::values(
+        clEnumValN(Emit::Mlir, "mlir", "the model in vmoe + upstream MLIR"),
+        clEnumValN(Emit::LlvmMlir, "llvm-mlir", "MLIR lowered to LLVM dialect"),
+        clEnumValN(Emit::Llvm, "llvm", "optimized LLVM IR"),
+        clEnumValN(Emit::Asm, "asm", "assembly"),
+        clEnumValN(Emit::Obj, "obj", "an object file"),
+        clEnumValN(Emit::Lib, "lib", "a shared library with the C API"),
+        clEnumValN(Emit::Exe, "exe", "an executable")),
+    cl::cat(category));
+cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimization level (0-3)"),
+                           cl::Prefix, cl::init(2), cl::cat(category));
+cl::opt<std::string> target("target", cl::desc("cpu (default) or cuda"),
+                            cl::init("cpu"), cl::cat(category));
+cl::opt<std::string> mcpu("mcpu", cl::desc("Target CPU (default: native)"),
+                          cl::init("native"), cl::cat(category));
+cl::opt<std::string> mattr("mattr", cl::desc("Target features (+a,-b)"),
+                           cl::cat(category));
+cl::opt<bool> parallel("parallel",
+                       cl::desc("Parallel loops on OpenMP threads (default)"),
+                       cl::init(true), cl::cat(category));
+cl::opt<std::string> runtimeDir(
+    "runtime-dir",
+    cl::desc("Folder of the runtime libraries (default: ../lib beside the "
+             "compiler)"),
+    cl::cat(category));
+
+// MoE settings that may be overridden at compile time.
+cl::opt<std::string> routing("routing", cl::desc("vanilla or bpr"),
+                             cl::cat(category));
+cl::opt<std::string> score("score", cl::desc("BPR score: max or sum_topk"),
+                           cl::cat(category));
+cl::opt<double> capacityRatio("capacity-ratio",
+                              cl::desc("Default runtime capacity ratio C"),
+                              cl::init(0), cl::cat(category));
+cl::opt<double> maxCapacityRatio(
+    "max-capacity-ratio",
+    cl::desc("Largest C the model may run at (buffer size; default max(C, 2))"),
+    cl::init(0), cl::cat(category));
+cl::opt<std::string> capacityRule("capacity-rule", cl::desc("round or ceil"),
+                                  cl::cat(category));
+cl::opt<int64_t> numChoices("k", cl::desc("Experts per token"), cl::init(0),
+                            cl::cat(category));
+cl::opt<int64_t> groupSize("group-size",
+                           cl::desc("Images per routing group"), cl::init(0),
+                           cl::cat(category));
+cl::opt<int64_t> groupsPerBatch("groups-per-batch",
+                                cl::desc("Routing groups per compiled batch"),
+                                cl::init(1), cl::cat(category));
+
+} // namespace
+
+/// Prints `error: <message>` and returns the exit code 1.
+static int fail(const llvm::Twine &message) {
+  llvm::WithColor::error(llvm::errs(), "vmoe-compile") << message << "\n";
+  return 1;
+}
+
+/// Applies the command-line overrides to `model`; errors name the option.
+static llvm::Error applyOverrides(frontend::ModelDescription &model) {
+  auto choose = [](cl::opt<std::string> &option, std::string &field,
+                   llvm::ArrayRef<llvm::StringRef> choices) -> llvm::Error {
+    if (option.getNumOccurrences() == 0)
+      return llvm::Error::success();
+    if (!llvm::is_contained(choices, option.getValue()))
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          "--" + option.ArgStr + ": unknown value '" + option.getValue() + "'");
+    field = option.getValue();
+    return llvm::Error::success();
+  };
+  frontend::MoESettings &moe = model.moe;
+  if (llvm::Error e = choose(routing, moe.routing, {"vanilla", "bpr"}))
+    return e;
+  if (llvm::Error e = choose(score, moe.score, {"max", "sum_topk"}))
+    return e;
+  if (llvm::Error e = choose(capacityRule, moe.capacityRule, {"round", "ceil"}))
+    return e;
+  auto positive = [](auto &option, auto &field) -> llvm::Error {
+    if (option.getNumOccurrences() == 0)
+      return llvm::Error::success();
+    if (!(option.getValue() > 0))
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "--" + option.ArgStr + ": must be > 0");
+    field = option.getValue();
+    return llvm::Error::success();
+  };
+  if (llvm::Error e = positive(capacityRatio, moe.capacityRatio))
+    return e;
+  if (llvm::Error e = positive(numChoices, moe.k))
+    return e;
+  if (llvm::Error e = positive(groupSize, moe.groupSize))
+    return e;
+  return frontend::validateModelDescription(model);
+}
+
+/// The default output name for `emit`.
+static std::string defaultOutput(llvm::StringRef stem) {
+  switch (emit) {
+  case Emit::Mlir:
+  case Emit::LlvmMlir:
+    return "-";
+  case Emit::Llvm:
+    return (stem + ".ll").str();
+  case Emit::Asm:
+    return (stem + ".s").str();
+  case Emit::Obj:
+    return (stem + ".o").str();
+  case Emit::Lib:
+    return ("lib" + stem + ".so").str();
+  case Emit::Exe:
+    return stem.str();
+  }
+  llvm_unreachable("unknown emit kind");
+}
+
+/// Prints `op` to the output file.
+static int printModule(ModuleOp module) {
+  std::string error;
+  auto output = openOutputFile(outputFile, &error);
+  if (!output)
+    return fail(error);
+  module->print(output->os());
+  output->keep();
+  return 0;
+}
+
+/// The folder holding libvmoe_runtime.a and vmoe_runtime.link.
+static std::string findRuntimeDir(const char *argv0) {
+  if (!runtimeDir.empty())
+    return runtimeDir;
+  std::string self = llvm::sys::fs::getMainExecutable(
+      argv0, reinterpret_cast<void *>(&findRuntimeDir));
+  llvm::SmallString<256> dir(llvm::sys::path::parent_path(self));
+  llvm::sys::path::append(dir, "..", "lib");
+  return std::string(dir);
+}
+
+/// Links `object` with the runtime into an executable or shared library.
+static int link(const char *argv0, llvm::StringRef object) {
+  std::string dir = findRuntimeDir(argv0);
+  llvm::SmallString<256> linkFile(dir);
+  llvm::sys::path::append(linkFile, "vmoe_runtime.link");
+  auto buffer = llvm::MemoryBuffer::getFile(linkFile);
+  if (!buffer)
+    return fail("cannot read " + linkFile + " (the runtime link line; pass "
+                "--runtime-dir)");
+  llvm::ErrorOr<std::string> clang = llvm::sys::findProgramByName("clang-22");
+  if (!clang)
+    clang = llvm::sys::findProgramByName("clang", {"/usr/lib/llvm-22/bin"});
+  if (!clang)
+    return fail("clang-22 not found (it links the model)");
+  std::vector<std::string> args = {*clang};
+  if (emit == Emit::Lib)
+    args.push_back("-shared");
+  args.push_back(object.str());
+  args.push_back("-o");
+  args.push_back(outputFile);
+  args.push_back("-L" + dir);
+  // vmoe_runtime.link: one argument per line; lines starting with "main:"
+  // only for executables.
+  llvm::SmallVector<llvm::StringRef> lines;
+  (*buffer)->getBuffer().split(lines, '\n', -1, false);
+  for (llvm::StringRef line : lines) {
+    line = line.trim();
+    if (line.empty() || line.starts_with("#"))
+      continue;
+    if (line.consume_front("main:")) {
+      if (emit == Emit::Exe)
+        args.push_back(line.trim().str());
+      continue;
+    }
+    args.push_back(line.str());
+  }
+  llvm::SmallVector<llvm::StringRef> argRefs(args.begin(), args.end());
+  std::string error;
+  int status = llvm::sys::ExecuteAndWait(*clang, argRefs, std::nullopt, {}, 0,
+                                         0, &error);
+  if (status != 0)
+    return fail("linking failed" + (error.empty() ? "" : ": " + error));
+  if (emit == Emit::Lib) {
+    // Ship the C API header next to the library.
+    llvm::SmallString<256> header(dir);
+    llvm::sys::path::append(header, "vmoe_runtime.h");
+    llvm::SmallString<256> dest(llvm::sys::path::parent_path(outputFile));
+    llvm::sys::path::append(dest, "vmoe_runtime.h");
+    if (llvm::sys::fs::exists(header))
+      if (std::error_code ec = llvm::sys::fs::copy_file(header, dest))
+        return fail("cannot copy " + header + ": " + ec.message());
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "vmoe-compile: V-MoE model description -> executable, library, object, "
+      "LLVM IR or MLIR\n");
+
+  if (target != "cpu")
+    return fail("--target=" + target + ": only 'cpu' is supported by this "
+                "build");
+  if (optLevel > 3)
+    return fail("-O" + llvm::Twine(optLevel) + ": the level must be 0-3");
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  vmoe::registerVMoEDialects(registry);
+  MLIRContext context(registry);
+
+  auto input = llvm::MemoryBuffer::getFile(inputFile);
+  if (!input)
+    return fail(inputFile + ": " + input.getError().message());
+  llvm::StringRef stem = llvm::sys::path::stem(inputFile);
+
+  OwningOpRef<ModuleOp> module;
+  bool isModel = llvm::sys::path::extension(inputFile) != ".mlir";
+  if (isModel) {
+    llvm::Expected<frontend::ModelDescription> model =
+        frontend::parseModelDescription((*input)->getBuffer());
+    if (!model)
+      return fail(inputFile + ": " + llvm::toString(model.takeError()));
+    if (llvm::Error e = applyOverrides(*model))
+      return fail(inputFile + ": " + llvm::toString(std::move(e)));
+    frontend::BuildOptions options;
+    options.groupsPerBatch = groupsPerBatch;
+    options.maxCapacityRatio = maxCapacityRatio;
+    if (llvm::Error e = frontend::validateBuildOptions(*model, options))
+      return fail(inputFile + ": " + llvm::toString(std::move(e)));
+    module = frontend::buildModelModule(context, *model, options);
+    if (failed(verify(*module)))
+      return fail("the front end built invalid IR (a vmoe bug)");
+  } else {
+    llvm::SourceMgr sourceMgr;
+    sourceMgr.AddNewSourceBuffer(std::move(*input), llvm::SMLoc());
+    module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+    if (!module)
+      return 1; // The parser printed the diagnostic.
+    if (emit == Emit::Lib || emit == Emit::Exe)
+      return fail("--emit=lib and --emit=exe need a model description, not "
+                  "a .mlir module");
+  }
+  if (outputFile.empty())
+    outputFile = defaultOutput(isModel ? llvm::StringRef(stem) : stem);
+  if (emit == Emit::Mlir)
+    return printModule(*module);
+
+  PassManager pm(&context);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return fail("bad pass manager options");
+  vmoe::VMoECPUPipelineOptions pipeline;
+  pipeline.parallel = parallel;
+  vmoe::buildVMoECPUPipeline(pm, pipeline);
+  if (failed(pm.run(*module)))
+    return 1; // The failing pass printed the diagnostic.
+  if (emit == Emit::LlvmMlir)
+    return printModule(*module);
+
+  vmoe::CodegenOptions codegen;
+  codegen.optLevel = optLevel;
+  codegen.cpu = mcpu;
+  codegen.features = mattr;
+  auto machine = vmoe::createTargetMachine(codegen);
+  if (!machine)
+    return fail(llvm::toString(machine.takeError()));
+  llvm::LLVMContext llvmContext;
+  auto llvmModule =
+      vmoe::translateAndOptimize(*module, llvmContext, **machine, optLevel);
+  if (!llvmModule)
+    return fail(llvm::toString(llvmModule.takeError()));
+  if (emit == Emit::Llvm) {
+    std::string error;
+    auto output = openOutputFile(outputFile, &error);
+    if (!output)
+      return fail(error);
+    (*llvmModule)->print(output->os(), nullptr);
+    output->keep();
+    return 0;
+  }
+
+  // Machine code: the output itself, or a temporary object to link.
+  bool linkAfter = emit == Emit::Lib || emit == Emit::Exe;
+  std::string objectPath = outputFile;
+  if (linkAfter) {
+    llvm::SmallString<256> temp;
+    if (std::error_code ec =
+            llvm::sys::fs::createTemporaryFile("vmoe-model", "o", temp))
+      return fail("cannot create a temporary object: " + ec.message());
+    objectPath = std::string(temp);
+  }
+  {
+    std::string error;
+    auto output = openOutputFile(objectPath, &error);
+    if (!output)
+      return fail(error);
+    if (llvm::Error e = vmoe::emitMachineCode(**llvmModule, **machine,
+                                              output->os(), emit == Emit::Asm))
+      return fail(llvm::toString(std::move(e)));
+    output->keep();
+  }
+  if (!linkAfter)
+    return 0;
+  int status = link(argv[0], objectPath);
+  llvm::sys::fs::remove(objectPath);
+  return status;
+}
