@@ -3,10 +3,31 @@
 // Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
 //
 //===----------------------------------------------------------------------===//
+//
+// Loop structure (GotoBLAS-like):
+//
+//   for each block of nc columns:              (scf.parallel if asked)
+//     for each block of kc rows of B:
+//       pack B[kc block, nc block] into panels [nc/NR][kc][NR], reading B
+//         row by row (sequential memory; the tail panel zero-padded)
+//       for each column panel of the block:
+//         for each tile of `rows` rows:
+//           acc = first k block ? initC : the partial sums
+//           for k in block: acc += broadcast(A[row, k]) * panel[k]
+//           last k block ? storeC (epilogue) : store the partial sums
+//
+// Packing makes B contiguous (weights with power-of-two rows otherwise alias
+// in one cache set) and streams it from memory once; a packed kc x nc block
+// (256 KB) stays in the L2 cache while every row tile reuses it. Column
+// blocks are independent (own packed buffer, own columns of C), so they
+// run on any number of threads with the same result.
+//
+//===----------------------------------------------------------------------===//
 
 #include "vmoe/Codegen/Microkernel.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -18,8 +39,8 @@ Value mlir::vmoe::loadVector(OpBuilder &b, Location loc, VectorType type,
   if (!mask)
     return vector::LoadOp::create(b, loc, type, base, indices);
   Value zero = arith::ConstantOp::create(
-      b, loc, type, DenseElementsAttr::get(type, b.getFloatAttr(
-                                                     type.getElementType(), 0)));
+      b, loc, type,
+      DenseElementsAttr::get(type, b.getFloatAttr(type.getElementType(), 0)));
   return vector::MaskedLoadOp::create(b, loc, type, base, indices, mask, zero);
 }
 
@@ -32,69 +53,125 @@ void mlir::vmoe::storeVector(OpBuilder &b, Location loc, Value value,
   vector::MaskedStoreOp::create(b, loc, base, indices, mask, value);
 }
 
+static Value cst(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+/// scf.for over [lb, ub) step `step` without carried values.
+static void forLoop(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
+                    function_ref<void(OpBuilder &, Location, Value)> body) {
+  scf::ForOp::create(b, loc, lb, ub, step, ValueRange{},
+                     [&](OpBuilder &b, Location loc, Value iv, ValueRange) {
+                       body(b, loc, iv);
+                       scf::YieldOp::create(b, loc);
+                     });
+}
+
 namespace {
 
-/// Emits the row-tile loop of one column panel starting at `n0`; `masks`
-/// holds one mask per vector (all null for a full panel).
-struct PanelEmitter {
+/// Emits the GEMM of one call to emitGemm.
+struct GemmEmitter {
   const MicrokernelShape &shape;
   const GemmAccessors &access;
-  Value m, k;
+  Value m, n, k;
+  int64_t kcRows; ///< Rows of B per packed block.
+  VectorType vectorType;
 
-  void emit(OpBuilder &b, Location loc, Value n0, ArrayRef<Value> masks) {
-    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-    Value one = arith::ConstantIndexOp::create(b, loc, 1);
-    Value tileRows = arith::ConstantIndexOp::create(b, loc, shape.rows);
-    Value lastRow = arith::SubIOp::create(b, loc, m, one);
-    scf::ForOp::create(
-        b, loc, zero, m, tileRows, ValueRange{},
-        [&](OpBuilder &b, Location loc, Value m0, ValueRange) {
-          emitTile(b, loc, n0, m0, lastRow, masks);
-          scf::YieldOp::create(b, loc);
-        });
-  }
-
-  /// The column of vector `v` of the panel.
+  /// The first column of vector `v` of the panel at `n0`.
   Value column(OpBuilder &b, Location loc, Value n0, int64_t v) const {
-    if (v == 0)
-      return n0;
-    return arith::AddIOp::create(
-        b, loc, n0, arith::ConstantIndexOp::create(b, loc, v * shape.lanes));
+    return v == 0 ? n0
+                  : Value(arith::AddIOp::create(b, loc, n0,
+                                                cst(b, loc, v * shape.lanes)));
   }
 
-  void emitTile(OpBuilder &b, Location loc, Value n0, Value m0, Value lastRow,
-                ArrayRef<Value> masks) {
-    // Rows past the end are clamped to the last row for loads and skipped
-    // for stores.
+  /// The lanes of vector `v` at `n0` that lie before n (null: all).
+  Value mask(OpBuilder &b, Location loc, Value n0, int64_t v,
+             bool full) const {
+    if (full)
+      return Value();
+    Value left = arith::SubIOp::create(b, loc, n, column(b, loc, n0, v));
+    auto maskType = VectorType::get({shape.lanes}, b.getI1Type());
+    return vector::CreateMaskOp::create(b, loc, maskType, ValueRange{left});
+  }
+
+  /// Packs B[kc0 : kc0 + kLen, jc : jc + panels * NR] into `packed`
+  /// [panels][kc][NR].
+  void pack(OpBuilder &b, Location loc, Value packed, Value jc, Value kc0,
+            Value kLen, Value panels, bool alwaysFull) const {
+    Value width = cst(b, loc, shape.panelWidth());
+    forLoop(b, loc, cst(b, loc, 0), kLen, cst(b, loc, 1),
+            [&](OpBuilder &b, Location loc, Value kk) {
+              Value row = arith::AddIOp::create(b, loc, kc0, kk);
+              forLoop(b, loc, cst(b, loc, 0), panels, cst(b, loc, 1),
+                      [&](OpBuilder &b, Location loc, Value p) {
+                        Value n0 = arith::AddIOp::create(
+                            b, loc, jc,
+                            arith::MulIOp::create(b, loc, p, width));
+                        for (int64_t v = 0; v < shape.vectors; ++v) {
+                          Value vec = access.loadB(
+                              b, loc, row, column(b, loc, n0, v),
+                              mask(b, loc, n0, v, alwaysFull));
+                          vector::StoreOp::create(
+                              b, loc, vec, packed,
+                              ValueRange{p, kk, cst(b, loc, v * shape.lanes)});
+                        }
+                      });
+            });
+  }
+
+  /// One row tile of one panel over one k block.
+  void tile(OpBuilder &b, Location loc, Value packed, Value p, Value n0,
+            Value m0, Value kc0, Value kLen, Value isFirst, Value isLast,
+            bool alwaysFull) const {
+    Value lastRow = arith::SubIOp::create(b, loc, m, cst(b, loc, 1));
+    // Rows past the end are clamped for loads and skipped for stores.
     SmallVector<Value> rows, valid;
     for (int64_t i = 0; i < shape.rows; ++i) {
-      Value row = m0;
-      if (i > 0)
-        row = arith::AddIOp::create(b, loc, m0,
-                                    arith::ConstantIndexOp::create(b, loc, i));
+      Value row = i == 0 ? m0
+                         : Value(arith::AddIOp::create(b, loc, m0,
+                                                       cst(b, loc, i)));
       valid.push_back(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
                                             row, lastRow));
       rows.push_back(arith::MinSIOp::create(b, loc, row, lastRow));
     }
-    SmallVector<Value> columns;
-    for (int64_t v = 0; v < shape.vectors; ++v)
+    SmallVector<Value> columns, masks;
+    for (int64_t v = 0; v < shape.vectors; ++v) {
       columns.push_back(column(b, loc, n0, v));
-    SmallVector<Value> init;
-    for (int64_t i = 0; i < shape.rows; ++i)
-      for (int64_t v = 0; v < shape.vectors; ++v)
-        init.push_back(access.initC(b, loc, rows[i], columns[v], masks[v]));
-    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-    Value one = arith::ConstantIndexOp::create(b, loc, 1);
+      masks.push_back(mask(b, loc, n0, v, alwaysFull));
+    }
+    // The accumulators: from initC on the first block, else the partials.
+    SmallVector<Type> types(shape.rows * shape.vectors, vectorType);
+    auto start = scf::IfOp::create(
+        b, loc, types, isFirst,
+        /*addThenBlock=*/true, /*addElseBlock=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(start.thenBlock());
+      SmallVector<Value> init;
+      for (int64_t i = 0; i < shape.rows; ++i)
+        for (int64_t v = 0; v < shape.vectors; ++v)
+          init.push_back(access.initC(b, loc, rows[i], columns[v], masks[v]));
+      scf::YieldOp::create(b, loc, init);
+      b.setInsertionPointToStart(start.elseBlock());
+      SmallVector<Value> partial;
+      for (int64_t i = 0; i < shape.rows; ++i)
+        for (int64_t v = 0; v < shape.vectors; ++v)
+          partial.push_back(
+              access.loadPartial(b, loc, rows[i], columns[v], masks[v]));
+      scf::YieldOp::create(b, loc, partial);
+    }
     auto loop = scf::ForOp::create(
-        b, loc, zero, k, one, init,
+        b, loc, cst(b, loc, 0), kLen, cst(b, loc, 1), start.getResults(),
         [&](OpBuilder &b, Location loc, Value kk, ValueRange acc) {
           SmallVector<Value> bVectors;
           for (int64_t v = 0; v < shape.vectors; ++v)
-            bVectors.push_back(access.loadB(b, loc, kk, columns[v], masks[v]));
-          auto vectorType = cast<VectorType>(bVectors.front().getType());
+            bVectors.push_back(vector::LoadOp::create(
+                b, loc, vectorType, packed,
+                ValueRange{p, kk, cst(b, loc, v * shape.lanes)}));
+          Value kAbs = arith::AddIOp::create(b, loc, kc0, kk);
           SmallVector<Value> next;
           for (int64_t i = 0; i < shape.rows; ++i) {
-            Value a = access.loadA(b, loc, rows[i], kk);
+            Value a = access.loadA(b, loc, rows[i], kAbs);
             Value splat = vector::BroadcastOp::create(b, loc, vectorType, a);
             for (int64_t v = 0; v < shape.vectors; ++v)
               next.push_back(vector::FMAOp::create(
@@ -104,9 +181,21 @@ struct PanelEmitter {
         });
     for (int64_t i = 0; i < shape.rows; ++i) {
       auto store = [&](OpBuilder &b, Location loc) {
-        for (int64_t v = 0; v < shape.vectors; ++v)
-          access.storeC(b, loc, rows[i], columns[v],
-                        loop.getResult(i * shape.vectors + v), masks[v]);
+        scf::IfOp::create(
+            b, loc, isLast,
+            [&](OpBuilder &b, Location loc) {
+              for (int64_t v = 0; v < shape.vectors; ++v)
+                access.storeC(b, loc, rows[i], columns[v],
+                              loop.getResult(i * shape.vectors + v), masks[v]);
+              scf::YieldOp::create(b, loc);
+            },
+            [&](OpBuilder &b, Location loc) {
+              for (int64_t v = 0; v < shape.vectors; ++v)
+                access.storePartial(b, loc, rows[i], columns[v],
+                                    loop.getResult(i * shape.vectors + v),
+                                    masks[v]);
+              scf::YieldOp::create(b, loc);
+            });
       };
       if (i == 0) { // Row m0 always exists.
         store(b, loc);
@@ -126,52 +215,72 @@ void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
                           Value k, std::optional<int64_t> staticN,
                           const MicrokernelShape &shape,
                           const GemmAccessors &access, bool parallelPanels) {
-  PanelEmitter panel{shape, access, m, k};
   int64_t width = shape.panelWidth();
   bool alwaysFull = staticN && *staticN % width == 0;
-  auto body = [&](OpBuilder &b, Location loc, Value n0) {
-    SmallVector<Value> noMasks(shape.vectors, Value());
-    if (alwaysFull) {
-      panel.emit(b, loc, n0, noMasks);
-      return;
-    }
-    Value remaining = arith::SubIOp::create(b, loc, n, n0);
-    Value full = arith::CmpIOp::create(
-        b, loc, arith::CmpIPredicate::sge, remaining,
-        arith::ConstantIndexOp::create(b, loc, width));
-    scf::IfOp::create(
-        b, loc, full,
-        [&](OpBuilder &b, Location loc) {
-          panel.emit(b, loc, n0, noMasks);
-          scf::YieldOp::create(b, loc);
-        },
-        [&](OpBuilder &b, Location loc) {
-          auto maskType = VectorType::get({shape.lanes}, b.getI1Type());
-          SmallVector<Value> masks;
-          for (int64_t v = 0; v < shape.vectors; ++v) {
-            Value left = arith::SubIOp::create(
-                b, loc, remaining,
-                arith::ConstantIndexOp::create(b, loc, v * shape.lanes));
-            masks.push_back(
-                vector::CreateMaskOp::create(b, loc, maskType, ValueRange{left}));
-          }
-          panel.emit(b, loc, n0, masks);
-          scf::YieldOp::create(b, loc);
-        });
+  // Blocks of kc x nc: a packed block of 256 KB (half the L2 of the CPUs we
+  // target) with kc = 256 rows, so that C is revisited only every 256 k.
+  constexpr int64_t kBlockBytes = 256 * 1024;
+  constexpr int64_t kc = 256;
+  int64_t nc = std::max<int64_t>(width, kBlockBytes / 4 / kc / width * width);
+  auto vectorType = VectorType::get({shape.lanes}, b.getF32Type());
+  GemmEmitter emitter{shape, access, m, n, k, kc, vectorType};
+
+  Value widthValue = cst(b, loc, width);
+  Value kcValue = cst(b, loc, kc), ncValue = cst(b, loc, nc);
+  Value lastBlockStart = arith::MulIOp::create(
+      b, loc,
+      arith::DivSIOp::create(b, loc,
+                             arith::SubIOp::create(b, loc, k, cst(b, loc, 1)),
+                             kcValue),
+      kcValue);
+  // The packed buffer holds one block, trimmed to the problem when smaller.
+  auto packedType = MemRefType::get(
+      {ShapedType::kDynamic, ShapedType::kDynamic, width}, b.getF32Type());
+  Value packedPanels = arith::CeilDivSIOp::create(
+      b, loc, arith::MinSIOp::create(b, loc, n, ncValue), widthValue);
+  Value packedRows = arith::MinSIOp::create(b, loc, k, kcValue);
+
+  // One column block: its own packed buffer, so blocks may run in parallel.
+  auto columnBlock = [&](OpBuilder &b, Location loc, Value jc) {
+    Value ncLen =
+        arith::MinSIOp::create(b, loc, ncValue,
+                               arith::SubIOp::create(b, loc, n, jc));
+    Value panels = arith::CeilDivSIOp::create(b, loc, ncLen, widthValue);
+    Value packed = memref::AllocOp::create(
+        b, loc, packedType, ValueRange{packedPanels, packedRows},
+        b.getI64IntegerAttr(64));
+    forLoop(b, loc, cst(b, loc, 0), k, kcValue,
+            [&](OpBuilder &b, Location loc, Value kc0) {
+              Value kLen = arith::MinSIOp::create(
+                  b, loc, kcValue, arith::SubIOp::create(b, loc, k, kc0));
+              Value isFirst = arith::CmpIOp::create(
+                  b, loc, arith::CmpIPredicate::eq, kc0, cst(b, loc, 0));
+              Value isLast = arith::CmpIOp::create(
+                  b, loc, arith::CmpIPredicate::eq, kc0, lastBlockStart);
+              emitter.pack(b, loc, packed, jc, kc0, kLen, panels, alwaysFull);
+              forLoop(b, loc, cst(b, loc, 0), panels, cst(b, loc, 1),
+                      [&](OpBuilder &b, Location loc, Value p) {
+                        Value n0 = arith::AddIOp::create(
+                            b, loc, jc,
+                            arith::MulIOp::create(b, loc, p, widthValue));
+                        forLoop(b, loc, cst(b, loc, 0), m,
+                                cst(b, loc, shape.rows),
+                                [&](OpBuilder &b, Location loc, Value m0) {
+                                  emitter.tile(b, loc, packed, p, n0, m0, kc0,
+                                               kLen, isFirst, isLast,
+                                               alwaysFull);
+                                });
+                      });
+            });
+    memref::DeallocOp::create(b, loc, packed);
   };
-  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-  Value step = arith::ConstantIndexOp::create(b, loc, width);
   if (parallelPanels) {
-    scf::ParallelOp::create(
-        b, loc, ValueRange{zero}, ValueRange{n}, ValueRange{step},
-        [&](OpBuilder &b, Location loc, ValueRange ivs) {
-          body(b, loc, ivs[0]);
-        });
+    scf::ParallelOp::create(b, loc, ValueRange{cst(b, loc, 0)}, ValueRange{n},
+                            ValueRange{ncValue},
+                            [&](OpBuilder &b, Location loc, ValueRange ivs) {
+                              columnBlock(b, loc, ivs[0]);
+                            });
     return;
   }
-  scf::ForOp::create(b, loc, zero, n, step, ValueRange{},
-                     [&](OpBuilder &b, Location loc, Value n0, ValueRange) {
-                       body(b, loc, n0);
-                       scf::YieldOp::create(b, loc);
-                     });
+  forLoop(b, loc, cst(b, loc, 0), n, ncValue, columnBlock);
 }

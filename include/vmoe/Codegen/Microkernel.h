@@ -4,10 +4,11 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Emits C[M, N] (+)= A[M, K] * B[K, N] as scf loops over column panels and
-// row tiles around a register-blocked microkernel: a tile of `rows` x
-// (`vectors` x `lanes`) accumulators in vector registers, updated per k with
-// one broadcast of A per row and `vectors` loads of B (vector.fma). Operand
+// Emits C[M, N] (+)= A[M, K] * B[K, N] as scf loops over blocks of k (B
+// packed into contiguous panels), column panels and row tiles around a
+// register-blocked microkernel: a tile of `rows` x (`vectors` x `lanes`)
+// accumulators in vector registers, updated per k with one broadcast of A
+// per row and `vectors` loads of packed B (vector.fma). Operand
 // access goes through callbacks, so the same kernel serves plain matmuls,
 // gathered rows (MoE dispatch fused into the GEMM) and scattered,
 // weighted outputs (combine fused into the epilogue).
@@ -49,13 +50,20 @@ struct GemmAccessors {
   std::function<void(OpBuilder &, Location, Value row, Value n, Value acc,
                      Value mask)>
       storeC;
+  /// Partial sums of C[row, n ..) between blocks of k (for a plain C: load
+  /// and store C itself).
+  std::function<Value(OpBuilder &, Location, Value row, Value n, Value mask)>
+      loadPartial;
+  std::function<void(OpBuilder &, Location, Value row, Value n, Value acc,
+                     Value mask)>
+      storePartial;
 };
 
 /// Emits the GEMM over rows [0, m), columns [0, n) and reduction [0, k)
 /// (index values). `staticN`, when known, drops the masked panel if n is a
 /// multiple of the panel width. With `parallelPanels`, the column-panel loop
-/// is an scf.parallel (each panel writes its own columns, so the result
-/// does not depend on the schedule).
+/// of each k block is an scf.parallel (each panel writes its own columns,
+/// so the result does not depend on the schedule).
 void emitGemm(OpBuilder &b, Location loc, Value m, Value n, Value k,
               std::optional<int64_t> staticN, const MicrokernelShape &shape,
               const GemmAccessors &access, bool parallelPanels);

@@ -179,6 +179,9 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
           at[nDim] = n;
           storeVector(b, loc, acc, c, operandIndices(cMap, at), mask);
         };
+        // C holds its own partial sums between blocks of k.
+        access.loadPartial = access.initC;
+        access.storePartial = access.storeC;
         emitGemm(b, loc, size(rowDim), size(nDim), size(kDim), staticN, shape,
                  access, parallelPanels);
       };

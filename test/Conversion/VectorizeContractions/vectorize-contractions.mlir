@@ -6,19 +6,27 @@
 #kn = affine_map<(m, k, n) -> (k, n)>
 #mn = affine_map<(m, k, n) -> (m, n)>
 
-// A matmul with N a multiple of the panel (16): full panels only, a 6x2
-// register tile fed by broadcasts of A and vector loads of B, starting from C.
+// A matmul with N a multiple of the panel (16): full panels only. Per block
+// of 256 columns and 256 rows of B, B is packed into contiguous panels, then
+// a 6x2 register tile, starting from C, is fed by broadcasts of A and vector
+// loads of the packed panel.
 // CHECK-LABEL: func.func @matmul_full_panels
 // CHECK-NOT: linalg.generic
-// CHECK: scf.for %[[N0:.*]] = %{{.*}} to %{{.*}} step %c16
-// CHECK:   scf.for %[[M0:.*]] = %{{.*}} to %{{.*}} step %c6
-// CHECK:     vector.load %{{.*}} : memref<12x32xf32>, vector<8xf32>
-// CHECK:     scf.for %{{.*}} = %{{.*}} to %c64 step %{{.*}} iter_args(
-// CHECK-COUNT-2: vector.load %{{.*}} : memref<64x32xf32>, vector<8xf32>
-// CHECK:       memref.load %{{.*}} : memref<12x64xf32>
-// CHECK:       vector.broadcast
+// CHECK: scf.for %[[JC:.*]] = %{{.*}} to %c32 step %c256
+// CHECK:   %[[PACKED:.*]] = memref.alloc(%{{.*}}, %{{.*}}) {alignment = 64 : i64} : memref<?x?x16xf32>
+// CHECK:   scf.for %{{.*}} = %{{.*}} to %c64 step %c256
+// CHECK:     vector.load %{{.*}} : memref<64x32xf32>, vector<8xf32>
+// CHECK:     vector.store %{{.*}}, %[[PACKED]]
+// CHECK:     scf.for {{.*}} step %c6
+// CHECK:       scf.if
+// CHECK:         vector.load %{{.*}} : memref<12x32xf32>, vector<8xf32>
+// CHECK:       scf.for {{.*}} iter_args(
+// CHECK-COUNT-2: vector.load %[[PACKED]]
+// CHECK:         memref.load %{{.*}} : memref<12x64xf32>
+// CHECK:         vector.broadcast
 // CHECK-COUNT-2: vector.fma
-// CHECK:     vector.store
+// CHECK:       vector.store
+// CHECK:   memref.dealloc %[[PACKED]]
 // CHECK-NOT: vector.maskedload
 // PAR-LABEL: func.func @matmul_full_panels
 // PAR-NOT: scf.parallel
@@ -39,10 +47,10 @@ func.func @matmul_full_panels(%a: memref<12x64xf32>, %b: memref<64x32xf32>, %c: 
 #kn = affine_map<(m, k, n) -> (k, n)>
 #mn = affine_map<(m, k, n) -> (m, n)>
 
-// N = 10 is not a multiple of 16: the last panel masks its lanes. A large
-// contraction (2^20 multiply-adds or more) splits its panels across threads.
+// N = 10 is not a multiple of 16: lanes past N are masked when packing B
+// (read as zeros) and when loading and storing C. A large contraction (2^20
+// multiply-adds or more) splits its column blocks across threads.
 // CHECK-LABEL: func.func @matmul_masked_tail
-// CHECK: scf.if
 // CHECK: vector.create_mask
 // CHECK: vector.maskedload
 // CHECK: vector.maskedstore
@@ -66,7 +74,7 @@ func.func @matmul_masked_tail(%a: memref<1024x128xf32>, %b: memref<128x10xf32>, 
 // CHECK-LABEL: func.func @expert_batched
 // CHECK: scf.for
 // CHECK:   scf.for
-// CHECK:     scf.for {{.*}} step %c16
+// CHECK:     scf.for {{.*}} step %c256
 // CHECK:       scf.for {{.*}} step %c6
 // CHECK:         vector.fma
 func.func @expert_batched(%in: memref<4x2x5x8xf32>, %w: memref<4x8x16xf32>, %out: memref<4x2x5x16xf32>) {
