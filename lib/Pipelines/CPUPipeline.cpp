@@ -56,6 +56,8 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
   bufferization::buildBufferDeallocationPipeline(pm);
 
+  pm.addPass(createVMoELowerStridedCopiesPass());
+
   // Contractions to the vector microkernel, the rest to loops; then OpenMP
   // threads or sequential loops.
   if (options.vectorize) {

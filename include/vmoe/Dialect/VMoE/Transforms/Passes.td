@@ -47,4 +47,17 @@ def VMoEApproximateMathPass : Pass<"vmoe-approximate-math"> {
   ];
 }
 
+def VMoELowerStridedCopiesPass : Pass<"vmoe-lower-strided-copies"> {
+  let summary = "Turn memref.copy between non-contiguous buffers into loops";
+  let description = [{
+    Bufferization copies into strided views (inserting the class token into
+    the token tensor, for instance) as `memref.copy`, which the LLVM lowering
+    turns into a call to `memrefCopy` from MLIR's C runner utilities.
+    Compiled models must not need that library, so every copy that is not
+    between two contiguous buffers becomes a `linalg.copy` (loops, which
+    LLVM vectorizes); contiguous copies stay and become `memcpy`.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 #endif // VMOE_DIALECT_VMOE_TRANSFORMS_PASSES_TD

@@ -1,0 +1,138 @@
+/*===- vmoe_runtime.h - C API of compiled vmoe models -------------*- C -*-===*\
+|*                                                                            *|
+|* Part of the vmoe project, under the Apache License v2.0 with LLVM          *|
+|* Exceptions.                                                                *|
+|*                                                                            *|
+|*===----------------------------------------------------------------------===*|
+|*                                                                            *|
+|* The public interface of the runtime linked into every model compiled by    *|
+|* vmoe-compile (docs/ModelFormat.md §5). A program links the model object    *|
+|* (or the --emit=lib shared library) and calls these functions: load the     *|
+|* weights (safetensors), read images (PNG), run the forward pass over any    *|
+|* number of images at a run-time capacity ratio.                             *|
+|*                                                                            *|
+|* Conventions: functions returning int return 0 on success and non-zero on   *|
+|* failure, with a one-line, NUL-terminated message in `error` (truncated to  *|
+|* `error_size` bytes; `error` may be NULL). Every function accepts NULL and  *|
+|* out-of-range arguments and reports them instead of crashing. A model       *|
+|* object is not safe to use from several threads at once; distinct models    *|
+|* are independent. The forward pass itself runs on OpenMP threads.           *|
+|*                                                                            *|
+\*===----------------------------------------------------------------------===*/
+
+#ifndef VMOE_RUNTIME_VMOE_RUNTIME_H
+#define VMOE_RUNTIME_VMOE_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/// Marks the API for export from a shared library: the runtime is compiled
+/// with hidden visibility, so only these functions (and the model's own
+/// symbols) are visible to embedders.
+#if defined(__GNUC__) || defined(__clang__)
+#define VMOE_RUNTIME_API __attribute__((visibility("default")))
+#else
+#define VMOE_RUNTIME_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/// A compiled model with its weights loaded: the manifest linked into the
+/// program, the weights buffer and scratch buffers for one batch.
+typedef struct vmoe_model vmoe_model;
+
+/// Loads the weights of the linked-in model from the safetensors file
+/// `weights_path` (docs/ModelFormat.md §3). Returns NULL on failure (bad
+/// manifest, unreadable or mismatching weights) with a message in `error`.
+VMOE_RUNTIME_API vmoe_model *vmoe_model_load(const char *weights_path,
+                                             char *error, size_t error_size);
+
+/// Frees a model returned by vmoe_model_load(); NULL is a no-op.
+VMOE_RUNTIME_API void vmoe_model_free(vmoe_model *model);
+
+/// The model name from the manifest; "" for NULL.
+VMOE_RUNTIME_API const char *vmoe_model_name(const vmoe_model *model);
+
+/// Images per compiled batch (N); vmoe_model_forward() pads to a multiple of
+/// it. 0 for NULL.
+VMOE_RUNTIME_API int64_t vmoe_model_batch_images(const vmoe_model *model);
+
+/// Input image channels, height and width in pixels; 0 for NULL.
+VMOE_RUNTIME_API int64_t vmoe_model_channels(const vmoe_model *model);
+VMOE_RUNTIME_API int64_t vmoe_model_height(const vmoe_model *model);
+VMOE_RUNTIME_API int64_t vmoe_model_width(const vmoe_model *model);
+
+/// Number of output classes (logits per image); 0 for NULL.
+VMOE_RUNTIME_API int64_t vmoe_model_classes(const vmoe_model *model);
+
+/// The name of class `index`, or NULL when the model has no class names, the
+/// index is out of range or `model` is NULL.
+VMOE_RUNTIME_API const char *vmoe_model_class_name(const vmoe_model *model,
+                                                   int64_t index);
+
+/// Number of MoE layers L; 0 for NULL.
+VMOE_RUNTIME_API int64_t vmoe_model_num_moe_layers(const vmoe_model *model);
+
+/// Experts E of every MoE layer (all layers have the same E); 0 for NULL or
+/// a model without MoE layers.
+VMOE_RUNTIME_API int64_t vmoe_model_num_experts(const vmoe_model *model);
+
+/// The encoder block (0-based) of MoE layer `layer`; -1 when out of range.
+VMOE_RUNTIME_API int64_t vmoe_model_moe_block(const vmoe_model *model,
+                                              int64_t layer);
+
+/// Number of int32 routing statistics vmoe_model_forward() writes:
+/// L * (E + 1). 0 for NULL.
+VMOE_RUNTIME_API int64_t vmoe_model_stats_size(const vmoe_model *model);
+
+/// The capacity ratio the model was compiled with as default, and the
+/// largest ratio its buffers allow; 0 for NULL.
+VMOE_RUNTIME_API double
+vmoe_model_default_capacity_ratio(const vmoe_model *model);
+VMOE_RUNTIME_API double vmoe_model_max_capacity_ratio(const vmoe_model *model);
+
+/// Checks that `capacity_ratio` is usable: finite, > 0, at most the maximum,
+/// and giving every MoE layer at least one slot per expert
+/// (B = rule(k*S*C/E) >= 1).
+VMOE_RUNTIME_API int vmoe_model_check_capacity_ratio(const vmoe_model *model,
+                                                     double capacity_ratio,
+                                                     char *error,
+                                                     size_t error_size);
+
+/// Sets the number of OpenMP threads of the forward pass (process-wide).
+/// Fails for `threads` < 1.
+VMOE_RUNTIME_API int vmoe_model_set_threads(int threads);
+
+/// The number of OpenMP threads the next forward pass will use.
+VMOE_RUNTIME_API int vmoe_model_get_threads(void);
+
+/// Reads the PNG file `path` (8- or 16-bit; gray, gray+alpha, RGB, RGBA or
+/// palette) as an image of the model (docs/ModelFormat.md §4) into `pixels`,
+/// which must hold channels * height * width floats: channel-major, rows top
+/// to bottom, each pixel normalized as ((float)p / 255 - mean[c]) / std[c].
+/// Alpha is dropped; gray is replicated for a 3-channel model; a 1-channel
+/// model takes gray images only; the size must equal the model's.
+VMOE_RUNTIME_API int vmoe_load_png(const vmoe_model *model, const char *path,
+                                   float *pixels, char *error,
+                                   size_t error_size);
+
+/// Runs the model on `n` >= 0 normalized images (`images`: n * channels *
+/// height * width floats, as vmoe_load_png() writes them) at the capacity
+/// ratio `capacity_ratio`, in ceil(n / batch) batches, the last one padded
+/// with black images (raw pixels 0). Writes n * classes logits to `logits`.
+/// When `stats` is not NULL, overwrites its vmoe_model_stats_size() entries
+/// with the routing statistics summed over all batches of this call
+/// (padding images included): per MoE layer, the kept choices of each
+/// expert, then the dropped choices.
+VMOE_RUNTIME_API int vmoe_model_forward(vmoe_model *model, const float *images,
+                                        int64_t n, double capacity_ratio,
+                                        float *logits, int32_t *stats,
+                                        char *error, size_t error_size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VMOE_RUNTIME_VMOE_RUNTIME_H */

@@ -1,0 +1,74 @@
+//===- AlignedBuffer.h - Zeroed, 64-byte aligned arrays ---------*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// The buffers handed to the compiled forward pass (weights, one batch of
+// images, logits, statistics) start on a cache line, as the memrefs the
+// compiled code allocates itself do. Allocation failure is reported, not
+// fatal, because the weights buffer size comes from the manifest. Internal to
+// lib/Runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LIB_RUNTIME_ALIGNEDBUFFER_H
+#define LIB_RUNTIME_ALIGNEDBUFFER_H
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <type_traits>
+
+namespace vmoe::runtime {
+
+/// An owned array of trivially copyable `T`, zero-initialized and aligned to
+/// 64 bytes.
+template <typename T> class AlignedBuffer {
+  static_assert(std::is_trivially_copyable_v<T>, "raw storage only");
+
+public:
+  /// Alignment of the first element, in bytes.
+  static constexpr size_t kAlignment = 64;
+
+  AlignedBuffer() = default;
+
+  /// Allocates `count` elements (at least one cache line). Returns false,
+  /// leaving the buffer empty, when the size overflows or memory runs out.
+  bool allocate(size_t count) {
+    data.reset();
+    size = 0;
+    if (count > (std::numeric_limits<size_t>::max() - kAlignment) / sizeof(T))
+      return false;
+    size_t bytes = count * sizeof(T);
+    bytes = bytes == 0 ? kAlignment
+                       : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    void *memory = std::aligned_alloc(kAlignment, bytes);
+    if (!memory)
+      return false;
+    std::memset(memory, 0, bytes);
+    data.reset(static_cast<T *>(memory));
+    size = count;
+    return true;
+  }
+
+  T *get() { return data.get(); }
+  const T *get() const { return data.get(); }
+  /// Number of elements.
+  size_t length() const { return size; }
+
+private:
+  /// Releases memory from std::aligned_alloc.
+  struct Free {
+    void operator()(T *pointer) const { std::free(pointer); }
+  };
+
+  std::unique_ptr<T, Free> data;
+  size_t size = 0;
+};
+
+} // namespace vmoe::runtime
+
+#endif // LIB_RUNTIME_ALIGNEDBUFFER_H

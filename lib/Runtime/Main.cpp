@@ -1,0 +1,408 @@
+//===- Main.cpp - main() of compiled vmoe model executables ---------------===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// The command line of an executable from `vmoe-compile --emit=exe`: load the
+// weights, read PNG images (from the command line or an image list with
+// optional labels), classify them, and optionally print logits, routing
+// statistics, accuracy and a throughput benchmark. It uses only the public
+// C API (vmoe_runtime.h), and lives in its own library (vmoe_runtime_main)
+// so that shared-library builds of a model carry no main().
+//
+// Every error is one line "error: ..." on stderr and exit status 1, checked
+// before anything is printed on stdout; this includes the errors llvm::cl
+// prints itself, which are captured while parsing.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ImageList.h"
+
+#include "vmoe/Dialect/VMoE/IR/Capacity.h"
+#include "vmoe/Runtime/vmoe_runtime.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+using namespace vmoe::runtime;
+using llvm::StringRef;
+using llvm::Twine;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory modelCategory("Model options");
+
+namespace {
+
+/// The command line options. Constructed in main() once LLVMSupport's own
+/// options exist, because --stats replaces LLVM's option of that name.
+struct Options {
+  cl::list<std::string> images{cl::Positional, cl::desc("<image.png>..."),
+                               cl::cat(modelCategory)};
+  cl::opt<std::string> weights{"weights",
+                               cl::desc("Weights of the model (safetensors)"),
+                               cl::value_desc("file"), cl::cat(modelCategory)};
+  cl::opt<std::string> imageList{
+      "image-list",
+      cl::desc("Images to classify, one 'path [label]' per line; paths "
+               "relative to the list's directory, '#' starts a comment"),
+      cl::value_desc("file"), cl::cat(modelCategory)};
+  cl::opt<double> capacityRatio{
+      "capacity-ratio",
+      cl::desc("Capacity ratio C of the MoE layers (default: the model's)"),
+      cl::value_desc("C"), cl::cat(modelCategory)};
+  cl::opt<unsigned> top{
+      "top", cl::desc("Classes printed per image (default 1)"),
+      cl::value_desc("N"), cl::init(1), cl::cat(modelCategory)};
+  cl::opt<bool> stats{"stats",
+                      cl::desc("Print kept choices per expert and dropped "
+                               "choices per MoE layer"),
+                      cl::cat(modelCategory)};
+  cl::opt<unsigned> bench{
+      "bench",
+      cl::desc("Then run all images N more times and print the median "
+               "images/s and ms per batch"),
+      cl::value_desc("N"), cl::init(0), cl::cat(modelCategory)};
+  cl::opt<unsigned> threads{
+      "threads", cl::desc("OpenMP threads (default: the OpenMP runtime's)"),
+      cl::value_desc("N"), cl::cat(modelCategory)};
+  cl::opt<bool> quiet{"quiet",
+                      cl::desc("Print no header and no per-image lines"),
+                      cl::cat(modelCategory)};
+  cl::opt<bool> printLogits{"print-logits",
+                            cl::desc("Print all logits of each image (%.9g)"),
+                            cl::cat(modelCategory)};
+};
+
+/// Owns a vmoe_model.
+struct ModelDeleter {
+  void operator()(vmoe_model *model) const { vmoe_model_free(model); }
+};
+using ModelPtr = std::unique_ptr<vmoe_model, ModelDeleter>;
+
+/// Size of the error buffers handed to the C API.
+constexpr size_t kErrorSize = 1024;
+
+} // namespace
+
+/// Prints "error: <message>" on stderr; returns the exit status 1.
+static int fail(const Twine &message) {
+  llvm::errs() << "error: " << message << "\n";
+  return 1;
+}
+
+/// Turns the messages llvm::cl collected ("prog: problem", one per line)
+/// into one line without the program name.
+static std::string joinParseErrors(StringRef text, StringRef program) {
+  llvm::SmallVector<StringRef> lines;
+  text.split(lines, '\n', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
+  std::string joined;
+  std::string prefix = (program + ": ").str();
+  for (StringRef line : lines) {
+    line = line.trim();
+    line.consume_front(prefix);
+    if (line.empty())
+      continue;
+    if (!joined.empty())
+      joined += "; ";
+    joined += line.str();
+  }
+  return joined.empty() ? "invalid command line" : joined;
+}
+
+/// Parses the command line; on failure returns all messages as one line.
+/// llvm::cl writes some errors (bad option values, missing values) to
+/// llvm::errs() whatever stream it is given, so stderr goes to a temporary
+/// file while parsing.
+static std::optional<std::string> parseCommandLine(int argc, char **argv) {
+  std::string messages;
+  llvm::raw_string_ostream stream(messages);
+  std::FILE *capture = std::tmpfile();
+  int savedStderr = capture ? ::dup(STDERR_FILENO) : -1;
+  if (savedStderr >= 0)
+    ::dup2(::fileno(capture), STDERR_FILENO);
+  bool parsed = cl::ParseCommandLineOptions(
+      argc, argv,
+      "classify PNG images with a compiled vmoe model\n\n"
+      "Prints '<path>: <class> (<probability>)' per image.\n",
+      &stream);
+  if (savedStderr >= 0) {
+    llvm::errs().flush();
+    ::dup2(savedStderr, STDERR_FILENO);
+    ::close(savedStderr);
+    std::rewind(capture);
+    char buffer[4096];
+    while (size_t length = std::fread(buffer, 1, sizeof(buffer), capture))
+      messages.append(buffer, length);
+  }
+  if (capture)
+    std::fclose(capture);
+  if (parsed) {
+    // Nothing is expected here; pass on whatever was printed.
+    llvm::errs() << messages;
+    return std::nullopt;
+  }
+  return joinParseErrors(messages, llvm::sys::path::filename(argv[0]));
+}
+
+/// The class index of `label`: a class name of the model, else a class
+/// number.
+static std::optional<int64_t> resolveLabel(const vmoe_model *model,
+                                           StringRef label) {
+  int64_t classes = vmoe_model_classes(model);
+  for (int64_t c = 0; c < classes; ++c)
+    if (const char *name = vmoe_model_class_name(model, c))
+      if (label == name)
+        return c;
+  int64_t index = 0;
+  if (!label.getAsInteger(10, index) && index >= 0 && index < classes)
+    return index;
+  return std::nullopt;
+}
+
+/// The name of class `c` (its number when the model has no names).
+static std::string className(const vmoe_model *model, int64_t c) {
+  if (const char *name = vmoe_model_class_name(model, c))
+    return name;
+  return std::to_string(c);
+}
+
+/// The sort key of a logit: NaN ranks below every number.
+static float rankKey(float logit) {
+  return std::isnan(logit) ? -std::numeric_limits<float>::infinity() : logit;
+}
+
+/// Class indices by decreasing logit, the lower index first on ties.
+static std::vector<int64_t> rankClasses(llvm::ArrayRef<float> logits) {
+  std::vector<int64_t> order(logits.size());
+  for (size_t c = 0; c < order.size(); ++c)
+    order[c] = static_cast<int64_t>(c);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    float keyA = rankKey(logits[a]), keyB = rankKey(logits[b]);
+    return keyA != keyB ? keyA > keyB : a < b;
+  });
+  return order;
+}
+
+/// Prints "<path>: <class> (<prob>), ..." for the `top` most probable
+/// classes (softmax of the logits, in double).
+static void printTopClasses(const vmoe_model *model, StringRef path,
+                            llvm::ArrayRef<float> logits, unsigned top) {
+  double largest = *std::max_element(logits.begin(), logits.end());
+  std::vector<double> probabilities;
+  double sum = 0;
+  for (float logit : logits) {
+    probabilities.push_back(std::exp(static_cast<double>(logit) - largest));
+    sum += probabilities.back();
+  }
+  std::vector<int64_t> order = rankClasses(logits);
+  llvm::outs() << path << ": ";
+  for (unsigned i = 0; i < top && i < order.size(); ++i) {
+    if (i != 0)
+      llvm::outs() << ", ";
+    llvm::outs() << className(model, order[i]) << " ("
+                 << llvm::format("%.4f", probabilities[order[i]] / sum) << ")";
+  }
+  llvm::outs() << "\n";
+}
+
+/// Prints the routing statistics of all MoE layers.
+static void printRoutingStats(const vmoe_model *model,
+                              llvm::ArrayRef<int32_t> stats, int64_t numImages,
+                              double ratio) {
+  int64_t batch = vmoe_model_batch_images(model);
+  int64_t padding = (batch - numImages % batch) % batch;
+  llvm::outs() << "stats: " << numImages << " images + " << padding
+               << " padding, capacity ratio " << vmoe::formatShortest(ratio)
+               << "\n";
+  int64_t experts = vmoe_model_num_experts(model);
+  for (int64_t layer = 0; layer < vmoe_model_num_moe_layers(model); ++layer) {
+    llvm::ArrayRef<int32_t> row =
+        stats.slice(layer * (experts + 1), experts + 1);
+    int64_t kept = 0;
+    for (int32_t value : row.drop_back())
+      kept += value;
+    int64_t dropped = row.back();
+    int64_t total = kept + dropped;
+    llvm::outs() << "stats: MoE block " << vmoe_model_moe_block(model, layer)
+                 << ": kept per expert [";
+    llvm::interleave(row.drop_back(), llvm::outs(), ", ");
+    llvm::outs() << "], dropped " << dropped << "/" << total << " = "
+                 << llvm::format("%.2f", total ? 100.0 * dropped / total : 0.0)
+                 << "%\n";
+  }
+}
+
+/// The median of `values` (mean of the middle two for an even count).
+static double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  size_t middle = values.size() / 2;
+  if (values.size() % 2 == 1)
+    return values[middle];
+  return (values[middle - 1] + values[middle]) / 2;
+}
+
+/// Runs all images `runs` times, batch by batch, and prints the median
+/// throughput and batch latency.
+static int runBenchmark(vmoe_model *model, llvm::ArrayRef<float> images,
+                        int64_t numImages, double ratio, unsigned runs) {
+  int64_t batch = vmoe_model_batch_images(model);
+  int64_t imageSize = vmoe_model_channels(model) * vmoe_model_height(model) *
+                      vmoe_model_width(model);
+  std::vector<float> logits(batch * vmoe_model_classes(model));
+  std::vector<double> imagesPerSecond, msPerBatch;
+  char error[kErrorSize];
+  using Clock = std::chrono::steady_clock;
+  for (unsigned run = 0; run < runs; ++run) {
+    Clock::time_point runStart = Clock::now();
+    for (int64_t start = 0; start < numImages; start += batch) {
+      int64_t count = std::min(batch, numImages - start);
+      Clock::time_point batchStart = Clock::now();
+      if (vmoe_model_forward(model, images.data() + start * imageSize, count,
+                             ratio, logits.data(), nullptr, error,
+                             sizeof(error)))
+        return fail(error);
+      msPerBatch.push_back(
+          std::chrono::duration<double, std::milli>(Clock::now() - batchStart)
+              .count());
+    }
+    double seconds =
+        std::chrono::duration<double>(Clock::now() - runStart).count();
+    imagesPerSecond.push_back(numImages / std::max(seconds, 1e-9));
+  }
+  llvm::outs() << "bench: " << runs << " runs of " << numImages
+               << " images in batches of " << batch << ": median "
+               << llvm::format("%.1f", median(imagesPerSecond)) << " images/s, "
+               << llvm::format("%.3f", median(msPerBatch)) << " ms per batch\n";
+  return 0;
+}
+
+/// Prints the header, one line per image, and the accuracy.
+static void printResults(const Options &options, const vmoe_model *model,
+                         llvm::ArrayRef<ImageEntry> entries,
+                         llvm::ArrayRef<float> logits, double ratio) {
+  if (!options.quiet)
+    llvm::outs() << "model " << vmoe_model_name(model) << ": capacity ratio "
+                 << vmoe::formatShortest(ratio) << ", batch "
+                 << vmoe_model_batch_images(model) << " images, "
+                 << vmoe_model_get_threads() << " threads\n";
+  int64_t classes = vmoe_model_classes(model);
+  auto top = static_cast<unsigned>(std::min<int64_t>(options.top, classes));
+  int64_t labeled = 0, correct = 0;
+  for (const auto &[index, entry] : llvm::enumerate(entries)) {
+    llvm::ArrayRef<float> row = logits.slice(index * classes, classes);
+    if (!options.quiet)
+      printTopClasses(model, entry.path, row, top);
+    if (options.printLogits) {
+      llvm::outs() << entry.path << ": logits";
+      for (float logit : row)
+        llvm::outs() << " " << llvm::format("%.9g", logit);
+      llvm::outs() << "\n";
+    }
+    if (entry.labelClass) {
+      ++labeled;
+      correct += rankClasses(row).front() == *entry.labelClass;
+    }
+  }
+  if (labeled > 0)
+    llvm::outs() << "accuracy: " << correct << "/" << labeled << " = "
+                 << llvm::format("%.2f", 100.0 * correct / labeled) << "%\n";
+}
+
+/// Runs the model as the options say; returns the exit status.
+static int run(const Options &options) {
+  if (options.weights.empty())
+    return fail("--weights FILE is required");
+  if (options.top < 1)
+    return fail("--top must be >= 1");
+  if (options.threads.getNumOccurrences() && options.threads < 1)
+    return fail("--threads must be >= 1");
+
+  std::vector<ImageEntry> entries;
+  for (const std::string &path : options.images)
+    entries.push_back({path, "", "", std::nullopt});
+  if (!options.imageList.empty())
+    if (llvm::Error error = readImageList(options.imageList, entries))
+      return fail(llvm::toString(std::move(error)));
+  if (entries.empty())
+    return fail("no images: give PNG files or --image-list FILE");
+
+  char error[kErrorSize];
+  ModelPtr model(
+      vmoe_model_load(options.weights.c_str(), error, sizeof(error)));
+  if (!model)
+    return fail(error);
+  if (options.threads.getNumOccurrences())
+    vmoe_model_set_threads(static_cast<int>(options.threads));
+  double ratio = options.capacityRatio.getNumOccurrences()
+                     ? options.capacityRatio.getValue()
+                     : vmoe_model_default_capacity_ratio(model.get());
+  if (vmoe_model_check_capacity_ratio(model.get(), ratio, error, sizeof(error)))
+    return fail(error);
+  for (ImageEntry &entry : entries) {
+    if (entry.label.empty())
+      continue;
+    entry.labelClass = resolveLabel(model.get(), entry.label);
+    if (!entry.labelClass)
+      return fail(entry.origin + ": label '" + entry.label +
+                  "' is not a class name or number of the model");
+  }
+
+  // All images first, so that a bad one stops the run before any output.
+  auto numImages = static_cast<int64_t>(entries.size());
+  int64_t imageSize = vmoe_model_channels(model.get()) *
+                      vmoe_model_height(model.get()) *
+                      vmoe_model_width(model.get());
+  std::vector<float> images(numImages * imageSize);
+  for (const auto &[index, entry] : llvm::enumerate(entries))
+    if (vmoe_load_png(model.get(), entry.path.c_str(),
+                      images.data() + index * imageSize, error, sizeof(error)))
+      return fail(error);
+
+  std::vector<float> logits(numImages * vmoe_model_classes(model.get()));
+  std::vector<int32_t> stats(vmoe_model_stats_size(model.get()));
+  if (vmoe_model_forward(model.get(), images.data(), numImages, ratio,
+                         logits.data(), stats.data(), error, sizeof(error)))
+    return fail(error);
+  printResults(options, model.get(), entries, logits, ratio);
+  if (options.stats)
+    printRoutingStats(model.get(), stats, numImages, ratio);
+  if (options.bench > 0)
+    return runBenchmark(model.get(), images, numImages, ratio, options.bench);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  // LLVMSupport registers --stats (LLVM's statistics) on first use of the
+  // option registry; the model's --stats takes its place.
+  auto &registered = cl::getRegisteredOptions();
+  if (auto it = registered.find("stats"); it != registered.end())
+    it->second->removeArgument();
+  Options options;
+  cl::HideUnrelatedOptions(modelCategory);
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << "vmoe compiled model (runtime of vmoe-compile)\n";
+  });
+  if (std::optional<std::string> error = parseCommandLine(argc, argv))
+    return fail(*error);
+  return run(options);
+}

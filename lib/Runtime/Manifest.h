@@ -1,0 +1,98 @@
+//===- Manifest.h - Manifest of a compiled vmoe model -----------*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// The manifest is the JSON string a compiled model returns from
+// vmoe_model_manifest() (docs/ModelFormat.md §5): batch and image sizes,
+// input normalization, classes, MoE layers with their capacity rules, and
+// the layout of the weights buffer. parseManifest() checks it completely so
+// that the rest of the runtime can trust it. Internal to lib/Runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LIB_RUNTIME_MANIFEST_H
+#define LIB_RUNTIME_MANIFEST_H
+
+#include "vmoe/Dialect/VMoE/IR/Capacity.h"
+
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace vmoe::runtime {
+
+/// One tensor of the weights buffer.
+struct TensorInfo {
+  /// Safetensors name, e.g. "blocks.1.moe.w1".
+  std::string name;
+  /// Dimensions; empty for a scalar.
+  llvm::SmallVector<int64_t, 4> shape;
+  /// First float of the tensor in the weights buffer (a multiple of 16).
+  int64_t offset = 0;
+  /// Product of `shape`.
+  int64_t numElements = 0;
+};
+
+/// One MoE layer: what the runtime needs to check a capacity ratio.
+struct MoELayerInfo {
+  /// Encoder block index (0-based).
+  int64_t block = 0;
+  /// Experts E and choices per token k.
+  int64_t numExperts = 0;
+  int64_t k = 0;
+  /// Tokens per routing group S.
+  int64_t tokensPerGroup = 0;
+  /// Rounding of k*S*C/E and the multiple B is raised to.
+  CapacityRounding rule = CapacityRounding::Round;
+  int64_t multipleOf = 1;
+  /// Slots per expert the compiled buffers hold (B at max_capacity_ratio).
+  int64_t maxCapacity = 0;
+};
+
+/// A parsed and checked manifest.
+struct Manifest {
+  std::string name;
+  /// Images per compiled batch N.
+  int64_t batchImages = 0;
+  int64_t channels = 0;
+  int64_t height = 0;
+  int64_t width = 0;
+  /// Per-channel normalization (float32 as the spec requires).
+  llvm::SmallVector<float, 3> mean;
+  llvm::SmallVector<float, 3> std;
+  int64_t classes = 0;
+  /// Empty, or one name per class.
+  std::vector<std::string> classNames;
+  double capacityRatio = 0;
+  double maxCapacityRatio = 0;
+  llvm::SmallVector<MoELayerInfo, 4> moeLayers;
+  /// Floats in the weights buffer.
+  int64_t weightsSize = 0;
+  std::vector<TensorInfo> tensors;
+
+  /// Floats per image: channels * height * width.
+  int64_t imageSize() const { return channels * height * width; }
+  /// Experts of every MoE layer (0 without MoE layers).
+  int64_t numExperts() const {
+    return moeLayers.empty() ? 0 : moeLayers.front().numExperts;
+  }
+  /// Int32 statistics per forward call: L * (E + 1).
+  int64_t statsSize() const {
+    return static_cast<int64_t>(moeLayers.size()) * (numExperts() + 1);
+  }
+};
+
+/// Parses and checks `json`. Errors read "manifest: <field>: <problem>".
+/// Unknown fields are ignored; "input" (default mean 0, std 1) and
+/// "class_names" (empty: none) are optional, every other field is required.
+llvm::Expected<Manifest> parseManifest(llvm::StringRef json);
+
+} // namespace vmoe::runtime
+
+#endif // LIB_RUNTIME_MANIFEST_H

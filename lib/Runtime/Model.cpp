@@ -1,0 +1,168 @@
+//===- Model.cpp - A compiled vmoe model with its weights -----------------===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// Batching around the compiled forward function: each batch is copied into
+// an aligned buffer (padding images are black: raw pixel 0 normalized), run
+// with memref descriptors of the shapes the manifest gives, and its logits
+// and statistics copied out. The capacity ratio is checked first with the
+// rule of Capacity.h, so the compiled code never sees a ratio its buffers
+// cannot hold.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Model.h"
+
+#include "ModelInterface.h"
+#include "PngImage.h"
+#include "Safetensors.h"
+
+#include "vmoe/Dialect/VMoE/IR/Capacity.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/Twine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+using namespace vmoe;
+using namespace vmoe::runtime;
+using llvm::StringRef;
+using llvm::Twine;
+
+llvm::Expected<std::unique_ptr<Model>> Model::load(StringRef manifestJson,
+                                                   StringRef weightsPath) {
+  llvm::Expected<Manifest> manifest = parseManifest(manifestJson);
+  if (!manifest)
+    return manifest.takeError();
+  std::unique_ptr<Model> model(new Model());
+  model->manifest = std::move(*manifest);
+  const Manifest &m = model->manifest;
+
+  if (!model->weights.allocate(m.weightsSize))
+    return llvm::createStringError("cannot allocate " + Twine(m.weightsSize) +
+                                   " floats for the weights");
+  if (!model->batchImages.allocate(m.batchImages * m.imageSize()) ||
+      !model->batchLogits.allocate(m.batchImages * m.classes) ||
+      !model->batchStats.allocate(m.statsSize()))
+    return llvm::createStringError("cannot allocate the batch buffers");
+  if (llvm::Error error = loadSafetensors(weightsPath, m, model->weights.get()))
+    return std::move(error);
+  return model;
+}
+
+llvm::Error Model::checkCapacityRatio(double ratio) const {
+  std::string text = "capacity ratio " + formatShortest(ratio);
+  if (!std::isfinite(ratio) || !(ratio > 0))
+    return llvm::createStringError(text + " must be a finite number > 0");
+  if (ratio > manifest.maxCapacityRatio)
+    return llvm::createStringError(text + " exceeds the maximum " +
+                                   formatShortest(manifest.maxCapacityRatio) +
+                                   " the model was compiled for");
+  for (const MoELayerInfo &layer : manifest.moeLayers) {
+    int64_t capacity =
+        computeCapacity(layer.k, layer.tokensPerGroup, ratio, layer.numExperts,
+                        layer.rule, layer.multipleOf);
+    if (capacity < 1)
+      return llvm::createStringError(
+          text + " rounds to 0 slots in MoE block " + Twine(layer.block) +
+          " (" +
+          describeRawCapacity(layer.k, layer.tokensPerGroup, ratio,
+                              layer.numExperts) +
+          ")");
+    if (capacity > layer.maxCapacity)
+      return llvm::createStringError(text + " needs " + Twine(capacity) +
+                                     " slots per expert in MoE block " +
+                                     Twine(layer.block) + ", more than the " +
+                                     Twine(layer.maxCapacity) +
+                                     " the model was compiled for");
+  }
+  return llvm::Error::success();
+}
+
+llvm::Error Model::readImage(StringRef path, float *pixels) const {
+  ImageFormat format;
+  format.channels = manifest.channels;
+  format.height = manifest.height;
+  format.width = manifest.width;
+  format.mean = manifest.mean;
+  format.std = manifest.std;
+  return readPngImage(path, format, pixels);
+}
+
+/// A row-major descriptor of `sizes` over `data`.
+template <typename T, int Rank>
+static MemRefDescriptor<T, Rank> makeDescriptor(T *data,
+                                                const int64_t (&sizes)[Rank]) {
+  MemRefDescriptor<T, Rank> descriptor;
+  descriptor.allocated = data;
+  descriptor.aligned = data;
+  descriptor.offset = 0;
+  int64_t stride = 1;
+  for (int dim = Rank - 1; dim >= 0; --dim) {
+    descriptor.sizes[dim] = sizes[dim];
+    descriptor.strides[dim] = stride;
+    stride *= sizes[dim];
+  }
+  return descriptor;
+}
+
+llvm::Error Model::forward(const float *images, int64_t count, double ratio,
+                           float *logits, int32_t *stats) {
+  if (count < 0)
+    return llvm::createStringError("image count must be >= 0, got " +
+                                   Twine(count));
+  if (count > 0 && (!images || !logits))
+    return llvm::createStringError("images and logits must not be null");
+  if (llvm::Error error = checkCapacityRatio(ratio))
+    return error;
+  const Manifest &m = manifest;
+  int64_t imageSize = m.imageSize();
+  if (count > std::numeric_limits<int64_t>::max() / imageSize ||
+      count > std::numeric_limits<int64_t>::max() / m.classes)
+    return llvm::createStringError("too many images: " + Twine(count));
+
+  int64_t statsSize = m.statsSize();
+  llvm::SmallVector<int64_t> statsTotal(statsSize, 0);
+  int64_t batch = m.batchImages;
+  int64_t planeSize = m.height * m.width;
+  int64_t numLayers = static_cast<int64_t>(m.moeLayers.size());
+  for (int64_t start = 0; start < count; start += batch) {
+    int64_t real = std::min(batch, count - start);
+    float *batchData = batchImages.get();
+    std::memcpy(batchData, images + start * imageSize,
+                sizeof(float) * real * imageSize);
+    for (int64_t image = real; image < batch; ++image)
+      for (int64_t c = 0; c < m.channels; ++c)
+        std::fill_n(batchData + image * imageSize + c * planeSize, planeSize,
+                    normalizePixel(0, m.mean[c], m.std[c]));
+    std::fill_n(batchLogits.get(), batch * m.classes, 0.0f);
+    std::fill_n(batchStats.get(), statsSize, 0);
+
+    F32x4 imagesDesc = makeDescriptor<float, 4>(
+        batchData, {batch, m.channels, m.height, m.width});
+    F32x1 weightsDesc =
+        makeDescriptor<float, 1>(weights.get(), {m.weightsSize});
+    F32x2 logitsDesc =
+        makeDescriptor<float, 2>(batchLogits.get(), {batch, m.classes});
+    I32x2 statsDesc = makeDescriptor<int32_t, 2>(
+        batchStats.get(), {numLayers, m.numExperts() + 1});
+    _mlir_ciface_vmoe_forward(&imagesDesc, &weightsDesc, ratio, &logitsDesc,
+                              &statsDesc);
+
+    std::memcpy(logits + start * m.classes, batchLogits.get(),
+                sizeof(float) * real * m.classes);
+    for (int64_t i = 0; i < statsSize; ++i)
+      statsTotal[i] += batchStats.get()[i];
+  }
+  if (stats)
+    for (int64_t i = 0; i < statsSize; ++i)
+      stats[i] = static_cast<int32_t>(std::clamp<int64_t>(
+          statsTotal[i], std::numeric_limits<int32_t>::min(),
+          std::numeric_limits<int32_t>::max()));
+  return llvm::Error::success();
+}

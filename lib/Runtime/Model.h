@@ -1,0 +1,67 @@
+//===- Model.h - A compiled vmoe model with its weights ---------*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// The C++ side of the runtime API: a model is the linked-in manifest, the
+// weights buffer loaded from safetensors, and scratch buffers for one batch.
+// forward() splits any number of images into compiled batches, pads the last
+// one with black images and sums the routing statistics. Internal to
+// lib/Runtime; vmoe_runtime.h wraps it for C.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LIB_RUNTIME_MODEL_H
+#define LIB_RUNTIME_MODEL_H
+
+#include "AlignedBuffer.h"
+#include "Manifest.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <memory>
+
+namespace vmoe::runtime {
+
+/// A model ready to run: manifest, weights and batch buffers.
+class Model {
+public:
+  /// Parses `manifestJson` and loads the weights from the safetensors file
+  /// `weightsPath`.
+  static llvm::Expected<std::unique_ptr<Model>>
+  load(llvm::StringRef manifestJson, llvm::StringRef weightsPath);
+
+  const Manifest &getManifest() const { return manifest; }
+
+  /// Checks that `ratio` is finite, > 0, at most max_capacity_ratio, and
+  /// gives every MoE layer between 1 and max_capacity slots per expert.
+  llvm::Error checkCapacityRatio(double ratio) const;
+
+  /// Reads a PNG file as a normalized image of this model (imageSize()
+  /// floats).
+  llvm::Error readImage(llvm::StringRef path, float *pixels) const;
+
+  /// Runs `count` images (count * imageSize() floats) at capacity ratio
+  /// `ratio`; writes count * classes logits and, when `stats` is not null,
+  /// the statistics summed over all batches (statsSize() entries).
+  llvm::Error forward(const float *images, int64_t count, double ratio,
+                      float *logits, int32_t *stats);
+
+private:
+  Model() = default;
+
+  Manifest manifest;
+  /// manifest.weightsSize floats.
+  AlignedBuffer<float> weights;
+  /// One batch of images, its logits and its statistics.
+  AlignedBuffer<float> batchImages;
+  AlignedBuffer<float> batchLogits;
+  AlignedBuffer<int32_t> batchStats;
+};
+
+} // namespace vmoe::runtime
+
+#endif // LIB_RUNTIME_MODEL_H

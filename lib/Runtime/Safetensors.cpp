@@ -1,0 +1,217 @@
+//===- Safetensors.cpp - Load model weights from safetensors --------------===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// The file is mapped with llvm::MemoryBuffer and its header parsed with
+// llvm::json. Every number in the header is checked against the file before
+// any byte is copied, so a corrupt or hostile file is an error, never a read
+// out of bounds. Header entries are visited in sorted order so that the
+// reported problem does not depend on hash order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Safetensors.h"
+
+#include "Manifest.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/Endian.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <cstring>
+#include <optional>
+#include <string>
+
+using namespace vmoe::runtime;
+using llvm::StringRef;
+using llvm::Twine;
+namespace json = llvm::json;
+
+static_assert(sizeof(float) == 4, "F32 tensors are copied as raw bytes");
+
+/// The header name reserved for free-form metadata.
+static constexpr StringRef kMetadataKey = "__metadata__";
+
+/// Formats a shape as "[8, 64, 128]".
+static std::string formatShape(llvm::ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (const auto &[index, dim] : llvm::enumerate(shape)) {
+    if (index != 0)
+      text += ", ";
+    text += std::to_string(dim);
+  }
+  return text + "]";
+}
+
+namespace {
+
+/// One tensor entry of the header, after its fields have been checked.
+struct Entry {
+  llvm::SmallVector<int64_t, 4> shape;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+/// Reads one safetensors file; reports every problem prefixed by its path.
+class SafetensorsReader {
+public:
+  explicit SafetensorsReader(StringRef path) : path(path) {}
+
+  /// Parses the header entry `name` or reports why it is unusable.
+  llvm::Expected<Entry> readEntry(StringRef name, const json::Value &value,
+                                  uint64_t dataSize) const;
+
+  /// Reports "<path>: <message>".
+  llvm::Error fail(const Twine &message) const {
+    return llvm::createStringError(path + ": " + message.str());
+  }
+
+private:
+  std::string path;
+};
+
+} // namespace
+
+llvm::Expected<Entry> SafetensorsReader::readEntry(StringRef name,
+                                                   const json::Value &value,
+                                                   uint64_t dataSize) const {
+  std::string tensor = "tensor '" + name.str() + "'";
+  const json::Object *object = value.getAsObject();
+  if (!object)
+    return fail("header entry '" + name + "' is not an object");
+  for (StringRef key : {"dtype", "shape", "data_offsets"})
+    if (!object->get(key))
+      return fail(tensor + " has no '" + key + "'");
+
+  std::optional<StringRef> dtype = object->getString("dtype");
+  if (!dtype)
+    return fail(tensor + ": 'dtype' is not a string");
+  if (*dtype != "F32")
+    return fail(tensor + " has dtype " + *dtype + ", expected F32");
+
+  Entry entry;
+  const json::Array *shape = object->getArray("shape");
+  if (!shape)
+    return fail(tensor + ": 'shape' is not an array");
+  for (const json::Value &dimValue : *shape) {
+    std::optional<int64_t> dim = dimValue.getAsInteger();
+    if (!dim || *dim < 0)
+      return fail(tensor + ": 'shape' holds a value that is not an integer " +
+                  ">= 0");
+    entry.shape.push_back(*dim);
+  }
+
+  const json::Array *offsets = object->getArray("data_offsets");
+  std::optional<int64_t> begin, end;
+  if (offsets && offsets->size() == 2) {
+    begin = (*offsets)[0].getAsInteger();
+    end = (*offsets)[1].getAsInteger();
+  }
+  if (!begin || !end || *begin < 0 || *end < *begin)
+    return fail(tensor + ": 'data_offsets' must be two integers [begin, " +
+                "end] with 0 <= begin <= end");
+  entry.begin = static_cast<uint64_t>(*begin);
+  entry.end = static_cast<uint64_t>(*end);
+  if (entry.end > dataSize)
+    return fail(tensor + " has data_offsets [" + Twine(entry.begin) + ", " +
+                Twine(entry.end) + "] past the end of the data (" +
+                Twine(dataSize) + " bytes): truncated file?");
+  return entry;
+}
+
+/// Bytes of an F32 tensor of `shape`, or nullopt on overflow.
+static std::optional<uint64_t> byteSize(llvm::ArrayRef<int64_t> shape) {
+  int64_t bytes = sizeof(float);
+  for (int64_t dim : shape)
+    if (llvm::MulOverflow(bytes, dim, bytes))
+      return std::nullopt;
+  return static_cast<uint64_t>(bytes);
+}
+
+llvm::Error vmoe::runtime::loadSafetensors(StringRef path,
+                                           const Manifest &manifest,
+                                           float *weights) {
+  SafetensorsReader reader(path);
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                  /*RequiresNullTerminator=*/false);
+  if (!file)
+    return reader.fail("cannot read weights: " + file.getError().message());
+  StringRef bytes = (*file)->getBuffer();
+
+  if (bytes.size() < 8)
+    return reader.fail("file is " + Twine(bytes.size()) +
+                       " bytes, too short for a safetensors header");
+  uint64_t headerSize =
+      llvm::support::endian::read64le(bytes.data()); // Unaligned read.
+  uint64_t available = bytes.size() - 8;
+  if (headerSize > kMaxSafetensorsHeaderSize)
+    return reader.fail(
+        "header length " + Twine(headerSize) + " exceeds the limit of " +
+        Twine(kMaxSafetensorsHeaderSize) + " bytes: not a safetensors file?");
+  if (headerSize > available)
+    return reader.fail("header length " + Twine(headerSize) + " exceeds the " +
+                       Twine(available) +
+                       " bytes after it: truncated or not a safetensors file");
+
+  llvm::Expected<json::Value> header = json::parse(bytes.substr(8, headerSize));
+  if (!header)
+    return reader.fail("header is not valid JSON: " +
+                       llvm::toString(header.takeError()));
+  const json::Object *entries = header->getAsObject();
+  if (!entries)
+    return reader.fail("header is not a JSON object");
+
+  // Sorted names: deterministic messages.
+  llvm::SmallVector<StringRef> names;
+  for (const auto &entry : *entries)
+    if (StringRef(entry.first) != kMetadataKey)
+      names.push_back(entry.first);
+  llvm::sort(names);
+
+  llvm::StringMap<const TensorInfo *> expected;
+  for (const TensorInfo &tensor : manifest.tensors)
+    expected[tensor.name] = &tensor;
+
+  // First the names, so that a file for another model says so at once.
+  for (const TensorInfo &tensor : manifest.tensors)
+    if (!entries->get(tensor.name))
+      return reader.fail("missing tensor '" + tensor.name + "'");
+  for (StringRef name : names)
+    if (!expected.count(name))
+      return reader.fail("unexpected tensor '" + name + "' (not in the model)");
+
+  const char *data = bytes.data() + 8 + headerSize;
+  uint64_t dataSize = available - headerSize;
+  for (StringRef name : names) {
+    const TensorInfo &tensor = *expected[name];
+    llvm::Expected<Entry> entry =
+        reader.readEntry(name, *entries->get(name), dataSize);
+    if (!entry)
+      return entry.takeError();
+    if (llvm::ArrayRef<int64_t>(entry->shape) != llvm::ArrayRef(tensor.shape))
+      return reader.fail("tensor '" + name + "' has shape " +
+                         formatShape(entry->shape) + ", expected " +
+                         formatShape(tensor.shape));
+    // The manifest bounds tensor.numElements, so this cannot overflow.
+    uint64_t bytesNeeded = byteSize(tensor.shape).value_or(0);
+    if (entry->end - entry->begin != bytesNeeded)
+      return reader.fail("tensor '" + name + "' has data_offsets [" +
+                         Twine(entry->begin) + ", " + Twine(entry->end) +
+                         "] (" + Twine(entry->end - entry->begin) +
+                         " bytes), expected " + Twine(bytesNeeded) +
+                         " bytes for F32 " + formatShape(tensor.shape));
+    // Safetensors data is little-endian, as are the hosts we target.
+    static_assert(llvm::endianness::native == llvm::endianness::little,
+                  "big-endian hosts would need a byte swap");
+    std::memcpy(weights + tensor.offset, data + entry->begin, bytesNeeded);
+  }
+  return llvm::Error::success();
+}

@@ -1,0 +1,199 @@
+/*===- fake_model.c - Test double of a compiled vmoe model --------*- C -*-===*\
+|*                                                                            *|
+|* Part of the vmoe project, under the Apache License v2.0 with LLVM          *|
+|* Exceptions.                                                                *|
+|*                                                                            *|
+|*===----------------------------------------------------------------------===*|
+|*                                                                            *|
+|* TEST DOUBLE, used only by test/Runtime: it stands in for the object file   *|
+|* vmoe-compile emits (docs/ModelFormat.md §5), so that the runtime can be    *|
+|* tested without the compiler. It defines the manifest and a forward pass    *|
+|* that is a single linear layer over the pixels:                             *|
+|*   logits[n][c] = bias[c] + sum_i x[n][i] * kernel[i][c]                    *|
+|* accumulated in float32 in pixel order (build with -ffp-contract=off), and  *|
+|* routing statistics of one MoE layer (E = 2, k = 1, each image a group of   *|
+|* S = 4 tokens, one per pixel): a token goes to expert 0 when its channel-0  *|
+|* value is > -1, else to expert 1 (the gray model: raw pixel >= 64, so       *|
+|* black padding, -2, differs from a zero input); each expert keeps at most   *|
+|* B = round(k*S*C/E) tokens per group, the rest are dropped.                 *|
+|*                                                                            *|
+|* It also checks the descriptors the runtime passes (shapes, row-major       *|
+|* strides, 64-byte alignment) and aborts on a violation.                     *|
+|*                                                                            *|
+|* Variants: default: 1 channel, 2x2 pixels, 2 named classes; -DFAKE_RGB:     *|
+|* 3 channels, unnamed classes; -DFAKE_BAD_MANIFEST=<n>: a broken manifest.   *|
+|*                                                                            *|
+\*===----------------------------------------------------------------------===*/
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct {
+  float *allocated, *aligned;
+  int64_t offset, sizes[4], strides[4];
+} F32x4;
+typedef struct {
+  float *allocated, *aligned;
+  int64_t offset, sizes[1], strides[1];
+} F32x1;
+typedef struct {
+  float *allocated, *aligned;
+  int64_t offset, sizes[2], strides[2];
+} F32x2;
+typedef struct {
+  int32_t *allocated, *aligned;
+  int64_t offset, sizes[2], strides[2];
+} I32x2;
+
+#define BATCH 2
+#define HEIGHT 2
+#define WIDTH 2
+#define CLASSES 2
+#define EXPERTS 2
+#define TOKENS (HEIGHT * WIDTH)
+
+#ifdef FAKE_RGB
+#define CHANNELS 3
+#define BIAS_OFFSET 32
+#define WEIGHTS_SIZE 34
+#define MANIFEST_IMAGE                                                         \
+  "\"image\": {\"channels\": 3, \"height\": 2, \"width\": 2}, "                \
+  "\"input\": {\"mean\": [0.5, 0.25, 0.125], \"std\": [0.5, 0.25, 2.0]}, "     \
+  "\"classes\": 2, "
+#define MANIFEST_KERNEL_SHAPE "[12, 2]"
+#else
+#define CHANNELS 1
+#define BIAS_OFFSET 16
+#define WEIGHTS_SIZE 18
+#define MANIFEST_IMAGE                                                         \
+  "\"image\": {\"channels\": 1, \"height\": 2, \"width\": 2}, "                \
+  "\"input\": {\"mean\": [0.5], \"std\": [0.25]}, "                            \
+  "\"classes\": 2, \"class_names\": [\"dark\", \"bright\"], "
+#define MANIFEST_KERNEL_SHAPE "[4, 2]"
+#endif
+
+#define PIXELS (CHANNELS * HEIGHT * WIDTH)
+#define STRINGIFY_VALUE(x) #x
+#define STRINGIFY(x) STRINGIFY_VALUE(x)
+
+#define MANIFEST_MOE_LAYER                                                     \
+  "{\"block\": 1, \"num_experts\": 2, \"k\": 1, \"tokens_per_group\": 4, "     \
+  "\"capacity_rule\": \"round\", \"multiple_of\": 1, \"max_capacity\": 4}"
+#define MANIFEST_TENSORS                                                       \
+  "\"weights_size\": " STRINGIFY(                                              \
+      WEIGHTS_SIZE) ", "                                                       \
+                    "\"tensors\": [{\"name\": \"head.kernel\", "               \
+                    "\"shape\": " MANIFEST_KERNEL_SHAPE ", \"offset\": 0}, "   \
+                    "{\"name\": \"head.bias\", \"shape\": [2], "               \
+                    "\"offset\": " STRINGIFY(BIAS_OFFSET) "}]"
+
+#ifndef FAKE_BAD_MANIFEST
+/* "routing" is not read by the runtime: unknown fields are ignored. */
+static const char manifest[] =
+    "{\"format\": \"vmoe-compiled-model\", \"version\": 1, "
+    "\"name\": \"fake-model\", \"batch_images\": 2, " MANIFEST_IMAGE
+    "\"routing\": \"bpr\", "
+    "\"capacity_ratio\": 1.0, \"max_capacity_ratio\": 2.0, "
+    "\"moe_layers\": [" MANIFEST_MOE_LAYER "], " MANIFEST_TENSORS "}";
+#elif FAKE_BAD_MANIFEST == 1
+/* Another format. */
+static const char manifest[] = "{\"format\": \"vmoe-model\", \"version\": 1}";
+#elif FAKE_BAD_MANIFEST == 2
+/* Not JSON. */
+static const char manifest[] = "{\"format\": ";
+#elif FAKE_BAD_MANIFEST == 3
+/* A tensor offset that is not a multiple of 16. */
+static const char manifest[] =
+    "{\"format\": \"vmoe-compiled-model\", \"version\": 1, "
+    "\"name\": \"fake-model\", \"batch_images\": 2, " MANIFEST_IMAGE
+    "\"capacity_ratio\": 1.0, \"max_capacity_ratio\": 2.0, "
+    "\"moe_layers\": [" MANIFEST_MOE_LAYER "], \"weights_size\": 18, "
+    "\"tensors\": [{\"name\": \"head.kernel\", \"shape\": [4, 2], "
+    "\"offset\": 8}]}";
+#elif FAKE_BAD_MANIFEST == 4
+/* One class name for two classes. */
+static const char manifest[] =
+    "{\"format\": \"vmoe-compiled-model\", \"version\": 1, "
+    "\"name\": \"fake-model\", \"batch_images\": 2, "
+    "\"image\": {\"channels\": 1, \"height\": 2, \"width\": 2}, "
+    "\"classes\": 2, \"class_names\": [\"dark\"], "
+    "\"capacity_ratio\": 1.0, \"max_capacity_ratio\": 2.0, "
+    "\"moe_layers\": [" MANIFEST_MOE_LAYER "], " MANIFEST_TENSORS "}";
+#elif FAKE_BAD_MANIFEST == 5
+/* k > num_experts. */
+static const char manifest[] =
+    "{\"format\": \"vmoe-compiled-model\", \"version\": 1, "
+    "\"name\": \"fake-model\", \"batch_images\": 2, " MANIFEST_IMAGE
+    "\"capacity_ratio\": 1.0, \"max_capacity_ratio\": 2.0, "
+    "\"moe_layers\": [{\"block\": 1, \"num_experts\": 2, \"k\": 3, "
+    "\"tokens_per_group\": 4, \"capacity_rule\": \"round\", "
+    "\"multiple_of\": 1, \"max_capacity\": 4}], " MANIFEST_TENSORS "}";
+#endif
+
+const char *vmoe_model_manifest(void) { return manifest; }
+
+/* Aborts unless `ok`: the runtime broke the interface. */
+static void expect(int ok, const char *what) {
+  if (!ok) {
+    fprintf(stderr, "fake model: bad %s\n", what);
+    abort();
+  }
+}
+
+void _mlir_ciface_vmoe_forward(F32x4 *images, F32x1 *weights,
+                               double capacity_ratio, F32x2 *logits,
+                               I32x2 *stats) {
+  expect(images && images->aligned && images->offset == 0 &&
+             (uintptr_t)images->aligned % 64 == 0,
+         "images pointer");
+  expect(images->sizes[0] == BATCH && images->sizes[1] == CHANNELS &&
+             images->sizes[2] == HEIGHT && images->sizes[3] == WIDTH,
+         "images sizes");
+  expect(images->strides[0] == PIXELS && images->strides[1] == HEIGHT * WIDTH &&
+             images->strides[2] == WIDTH && images->strides[3] == 1,
+         "images strides");
+  expect(weights && weights->aligned && weights->offset == 0 &&
+             (uintptr_t)weights->aligned % 64 == 0 &&
+             weights->sizes[0] == WEIGHTS_SIZE && weights->strides[0] == 1,
+         "weights descriptor");
+  expect(logits && logits->aligned && logits->offset == 0 &&
+             logits->sizes[0] == BATCH && logits->sizes[1] == CLASSES &&
+             logits->strides[0] == CLASSES && logits->strides[1] == 1,
+         "logits descriptor");
+  expect(stats && stats->aligned && stats->offset == 0 &&
+             stats->sizes[0] == 1 && stats->sizes[1] == EXPERTS + 1 &&
+             stats->strides[0] == EXPERTS + 1 && stats->strides[1] == 1,
+         "stats descriptor");
+
+  const float *x = images->aligned;
+  const float *kernel = weights->aligned;
+  const float *bias = weights->aligned + BIAS_OFFSET;
+  for (int n = 0; n < BATCH; ++n)
+    for (int c = 0; c < CLASSES; ++c) {
+      float acc = bias[c];
+      for (int i = 0; i < PIXELS; ++i)
+        acc += x[n * PIXELS + i] * kernel[i * CLASSES + c];
+      logits->aligned[n * CLASSES + c] = acc;
+    }
+
+  /* B = round(k*S*C/E) with k = 1, S = TOKENS, E = EXPERTS. */
+  int64_t capacity =
+      (int64_t)nearbyint(1.0 * TOKENS * capacity_ratio / EXPERTS);
+  int32_t kept[EXPERTS] = {0, 0};
+  int32_t dropped = 0;
+  for (int n = 0; n < BATCH; ++n) {
+    int64_t count[EXPERTS] = {0, 0};
+    for (int t = 0; t < TOKENS; ++t)
+      ++count[x[n * PIXELS + t] > -1.0f ? 0 : 1];
+    for (int e = 0; e < EXPERTS; ++e) {
+      int64_t keep = count[e] < capacity ? count[e] : capacity;
+      kept[e] += (int32_t)keep;
+      dropped += (int32_t)(count[e] - keep);
+    }
+  }
+  for (int e = 0; e < EXPERTS; ++e)
+    stats->aligned[e] = kept[e];
+  stats->aligned[EXPERTS] = dropped;
+}
