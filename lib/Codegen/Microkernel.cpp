@@ -19,8 +19,11 @@
 // Packing makes B contiguous (weights with power-of-two rows otherwise alias
 // in one cache set) and streams it from memory once; a packed kc x nc block
 // (256 KB) stays in the L2 cache while every row tile reuses it. Column
-// blocks are independent (own packed buffer, own columns of C), so they
-// run on any number of threads with the same result.
+// blocks are independent (own slice of the packing scratch, own columns of
+// C), so they run on any number of threads with the same result. The
+// caller allocates the scratch (allocatePackedScratch) where it fits its
+// buffer management: explicitly freed after bufferization, or left to the
+// deallocation pipeline before it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -211,17 +214,42 @@ struct GemmEmitter {
 
 } // namespace
 
+/// Blocks of kc x nc: a packed block of 256 KB (half the L2 of the CPUs
+/// we target) with kc = 256 rows, so that C is revisited only every 256 k.
+static constexpr int64_t kBlockRows = 256;
+static int64_t blockColumns(const MicrokernelShape &shape) {
+  constexpr int64_t kBlockBytes = 256 * 1024;
+  int64_t width = shape.panelWidth();
+  return std::max<int64_t>(width, kBlockBytes / 4 / kBlockRows / width * width);
+}
+
+Value mlir::vmoe::allocatePackedScratch(OpBuilder &b, Location loc, Value n,
+                                        Value k,
+                                        const MicrokernelShape &shape) {
+  int64_t width = shape.panelWidth(), nc = blockColumns(shape);
+  // [column blocks][panels per block][rows per k block][panel width],
+  // trimmed to the problem when it is smaller than one block.
+  Value blocks = arith::CeilDivSIOp::create(b, loc, n, cst(b, loc, nc));
+  Value panels = arith::CeilDivSIOp::create(
+      b, loc, arith::MinSIOp::create(b, loc, n, cst(b, loc, nc)),
+      cst(b, loc, width));
+  Value rows = arith::MinSIOp::create(b, loc, k, cst(b, loc, kBlockRows));
+  auto type = MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic,
+                               ShapedType::kDynamic, width},
+                              b.getF32Type());
+  return memref::AllocOp::create(b, loc, type,
+                                 ValueRange{blocks, panels, rows},
+                                 b.getI64IntegerAttr(64));
+}
+
 void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
                           Value k, std::optional<int64_t> staticN,
                           const MicrokernelShape &shape,
-                          const GemmAccessors &access, bool parallelPanels) {
-  int64_t width = shape.panelWidth();
+                          const GemmAccessors &access, Value scratch,
+                          bool parallelPanels) {
+  int64_t width = shape.panelWidth(), nc = blockColumns(shape);
+  constexpr int64_t kc = kBlockRows;
   bool alwaysFull = staticN && *staticN % width == 0;
-  // Blocks of kc x nc: a packed block of 256 KB (half the L2 of the CPUs we
-  // target) with kc = 256 rows, so that C is revisited only every 256 k.
-  constexpr int64_t kBlockBytes = 256 * 1024;
-  constexpr int64_t kc = 256;
-  int64_t nc = std::max<int64_t>(width, kBlockBytes / 4 / kc / width * width);
   auto vectorType = VectorType::get({shape.lanes}, b.getF32Type());
   GemmEmitter emitter{shape, access, m, n, k, kc, vectorType};
 
@@ -233,22 +261,27 @@ void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
                              arith::SubIOp::create(b, loc, k, cst(b, loc, 1)),
                              kcValue),
       kcValue);
-  // The packed buffer holds one block, trimmed to the problem when smaller.
-  auto packedType = MemRefType::get(
-      {ShapedType::kDynamic, ShapedType::kDynamic, width}, b.getF32Type());
-  Value packedPanels = arith::CeilDivSIOp::create(
-      b, loc, arith::MinSIOp::create(b, loc, n, ncValue), widthValue);
-  Value packedRows = arith::MinSIOp::create(b, loc, k, kcValue);
 
-  // One column block: its own packed buffer, so blocks may run in parallel.
+  // One column block: its own slice of the scratch and its own columns of C,
+  // so blocks may run on any threads with the same result.
   auto columnBlock = [&](OpBuilder &b, Location loc, Value jc) {
     Value ncLen =
         arith::MinSIOp::create(b, loc, ncValue,
                                arith::SubIOp::create(b, loc, n, jc));
     Value panels = arith::CeilDivSIOp::create(b, loc, ncLen, widthValue);
-    Value packed = memref::AllocOp::create(
-        b, loc, packedType, ValueRange{packedPanels, packedRows},
-        b.getI64IntegerAttr(64));
+    Value block = arith::DivSIOp::create(b, loc, jc, ncValue);
+    auto scratchType = cast<MemRefType>(scratch.getType());
+    SmallVector<OpFoldResult> offsets = {block, b.getIndexAttr(0),
+                                         b.getIndexAttr(0), b.getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes = {
+        b.getIndexAttr(1), memref::getMixedSize(b, loc, scratch, 1),
+        memref::getMixedSize(b, loc, scratch, 2), b.getIndexAttr(width)};
+    SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
+    auto sliceType = cast<MemRefType>(memref::SubViewOp::inferRankReducedResultType(
+        {ShapedType::kDynamic, ShapedType::kDynamic, width}, scratchType,
+        offsets, sizes, strides));
+    Value packed = memref::SubViewOp::create(b, loc, sliceType, scratch,
+                                             offsets, sizes, strides);
     forLoop(b, loc, cst(b, loc, 0), k, kcValue,
             [&](OpBuilder &b, Location loc, Value kc0) {
               Value kLen = arith::MinSIOp::create(
@@ -272,7 +305,6 @@ void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
                                 });
                       });
             });
-    memref::DeallocOp::create(b, loc, packed);
   };
   if (parallelPanels) {
     scf::ParallelOp::create(b, loc, ValueRange{cst(b, loc, 0)}, ValueRange{n},

@@ -43,7 +43,11 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
   VMoEBufferSizingPassOptions sizing;
   sizing.capacityRatio = options.capacityRatio;
   pm.addNestedPass<func::FuncOp>(createVMoEBufferSizingPass(sizing));
-  pm.addNestedPass<func::FuncOp>(createConvertVMoEToSCFPass());
+  if (options.fuse)
+    pm.addNestedPass<func::FuncOp>(createVMoEFuseExpertsPass());
+  ConvertVMoEToSCFPassOptions lowering;
+  lowering.lanes = options.vectorWidth;
+  pm.addNestedPass<func::FuncOp>(createConvertVMoEToSCFPass(lowering));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 
@@ -84,9 +88,10 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
   pm.addPass(createLowerAffinePass());
   if (options.vectorize)
     pm.addPass(createVMoEApproximateMathPass());
-  pm.addPass(createConvertVectorToLLVMPass());
+  // Math first: libm calls for vector math unroll into vector ops.
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createConvertVectorToLLVMPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());

@@ -27,6 +27,11 @@ Value mlir::vmoe::i32Const(OpBuilder &b, Location loc, int32_t value) {
 
 Value mlir::vmoe::floatConst(OpBuilder &b, Location loc, Type type,
                              double value) {
+  if (auto shaped = dyn_cast<ShapedType>(type))
+    return arith::ConstantOp::create(
+        b, loc, type,
+        DenseElementsAttr::get(
+            shaped, b.getFloatAttr(shaped.getElementType(), value)));
   return arith::ConstantOp::create(b, loc, b.getFloatAttr(type, value));
 }
 

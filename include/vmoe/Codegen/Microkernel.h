@@ -59,14 +59,21 @@ struct GemmAccessors {
       storePartial;
 };
 
+/// memref.alloc of the packing scratch of a GEMM with n columns and k rows
+/// of B (at most 256 KB per block of columns); the caller frees it.
+Value allocatePackedScratch(OpBuilder &b, Location loc, Value n, Value k,
+                            const MicrokernelShape &shape);
+
 /// Emits the GEMM over rows [0, m), columns [0, n) and reduction [0, k)
-/// (index values). `staticN`, when known, drops the masked panel if n is a
-/// multiple of the panel width. With `parallelPanels`, the column-panel loop
-/// of each k block is an scf.parallel (each panel writes its own columns,
-/// so the result does not depend on the schedule).
+/// (index values), packing B into `scratch` (allocatePackedScratch).
+/// `staticN`, when known, drops the masks if n is a multiple of the panel
+/// width. With `parallelPanels`, the loop over blocks of columns is an
+/// scf.parallel (each block writes its own columns of C and packs into its
+/// own slice of the scratch, so the result does not depend on the
+/// schedule).
 void emitGemm(OpBuilder &b, Location loc, Value m, Value n, Value k,
               std::optional<int64_t> staticN, const MicrokernelShape &shape,
-              const GemmAccessors &access, bool parallelPanels);
+              const GemmAccessors &access, Value scratch, bool parallelPanels);
 
 /// A vector of zeros, or `vector.maskedload` / `vector.load` of
 /// base[indices] with lanes beyond `mask` read as 0.

@@ -23,10 +23,17 @@ def ConvertVMoEToSCFPass
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
     "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
-    "::mlir::tensor::TensorDialect"
+    "::mlir::tensor::TensorDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+  let options = [
+    Option<"lanes", "vector-width", "int64_t", /*default=*/"8",
+           "f32 lanes per vector register of the fused expert kernels">
   ];
 }
 

@@ -30,6 +30,11 @@ struct VMoECPUPipelineOptions
       llvm::cl::desc("Run the parallel loops (groups, tokens, experts) on "
                      "OpenMP threads; results do not depend on the count"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> fuse{
+      *this, "fuse",
+      llvm::cl::desc("Fuse dispatch, expert_ffn and combine (compute only the "
+                     "filled rows; default)"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> vectorize{
       *this, "vectorize",
       llvm::cl::desc("Contractions through the vector microkernel and math "

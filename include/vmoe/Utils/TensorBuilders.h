@@ -26,7 +26,7 @@ Value indexConst(OpBuilder &b, Location loc, int64_t value);
 /// An `i32` constant.
 Value i32Const(OpBuilder &b, Location loc, int32_t value);
 
-/// A float constant of type `type`.
+/// A float constant of type `type` (a splat for a vector type).
 Value floatConst(OpBuilder &b, Location loc, Type type, double value);
 
 /// Sizes of `tensor`: attributes for static dims, tensor.dim for dynamic ones.

@@ -42,102 +42,52 @@ static Value extractIndex(OpBuilder &b, Location loc, Value tensor,
 
 namespace {
 
-/// vmoe.dispatch -> buffers filled per group, choice by choice.
-struct DispatchOpLowering : OpConversionPattern<DispatchOp> {
-  using OpConversionPattern::OpConversionPattern;
+/// Called for a kept choice i of token t that takes slot f (i32) of expert
+/// e; gets and returns the tensors the caller carries through the loops.
+using KeptChoiceFn = function_ref<SmallVector<Value>(
+    OpBuilder &, Location, Value e, Value f, Value t, Value i, ValueRange)>;
 
-  LogicalResult
-  matchAndRewrite(DispatchOp op, OpAdaptor adaptor,
-                  ConversionPatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    OpBuilder &b = rewriter;
-    Value x = adaptor.getX(), ids = adaptor.getExpertIds();
-    Value order = adaptor.getOrder();
-    Type elementType = op.getX().getType().getElementType();
-    int64_t numExperts = op.getNumExperts(), k = op.getNumChoices();
-    SmallVector<OpFoldResult> xSizes = mixedSizes(b, loc, x);
+/// The assignment of dispatch and assign_slots for one group: choice by
+/// choice, tokens in priority order, each kept while its expert has room.
+struct GroupAssignment {
+  Value ids, order; ///< expert ids [G, S, k]; priority order [G, S] or null.
+  int64_t numExperts, k;
+  Value limit; ///< The effective capacity (index).
 
-    // The static (maximum) capacity: the attribute, the static result dim,
-    // or the capacity rule evaluated on the runtime S.
-    OpFoldResult capacity;
-    int64_t bDim = op.getBuffers().getType().getDimSize(2);
-    if (std::optional<uint64_t> attr = op.getCapacity())
-      capacity = b.getIndexAttr(static_cast<int64_t>(*attr));
-    else if (!ShapedType::isDynamic(bDim))
-      capacity = b.getIndexAttr(bDim);
-    else
-      capacity = buildCapacityValue(
-          b, loc, k, tensor::DimOp::create(b, loc, x, 1),
-          floatConst(b, loc, b.getF64Type(),
-                     op.getCapacityRatioAttr().getValueAsDouble()),
-          numExperts, op.getCapacityRule(),
-          static_cast<int64_t>(op.getMultipleOf()));
-    Value limit = getValueOrCreateConstantIndexOp(b, loc, capacity);
-    if (Value runtime = adaptor.getRuntimeCapacity())
-      limit = arith::MinSIOp::create(b, loc, runtime, limit);
-
-    SmallVector<OpFoldResult> bufferSizes = {b.getIndexAttr(numExperts),
-                                             xSizes[0], capacity, xSizes[2]};
-    Value buffers =
-        filledTensor(b, loc, bufferSizes, floatConst(b, loc, elementType, 0));
-    Value slots = emptyTensor(b, loc, {xSizes[0], xSizes[1], b.getIndexAttr(k)},
-                              b.getI32Type());
-    Value s = tensor::DimOp::create(b, loc, x, 1);
-    Value zero = indexConst(b, loc, 0), one = indexConst(b, loc, 1);
+  /// Runs the loops for group g on its slots slice [1, S, k] and the
+  /// caller's tensors; returns (slots, fill [E] i32, caller's tensors...).
+  SmallVector<Value> build(OpBuilder &b, Location loc, Value g,
+                           Value groupSlots, ValueRange carried,
+                           KeptChoiceFn onKept) const {
+    Value s = tensor::DimOp::create(b, loc, ids, 1);
+    Value zero = indexConst(b, loc, 0);
     Value experts = indexConst(b, loc, numExperts);
-    Value lastToken = arith::SubIOp::create(b, loc, s, one);
-
-    auto forall = buildForall(
-        b, loc, {xSizes[0]}, {buffers, slots},
-        [&](OpBuilder &b, Location loc, ValueRange ivs,
-            ValueRange outs) -> SmallVector<ParallelInsert> {
-          Value g = ivs[0];
-          SmallVector<OpFoldResult> groupOffsets = {b.getIndexAttr(0), g,
-                                                    b.getIndexAttr(0),
-                                                    b.getIndexAttr(0)};
-          SmallVector<OpFoldResult> groupSizes = {b.getIndexAttr(numExperts),
-                                                  b.getIndexAttr(1), capacity,
-                                                  xSizes[2]};
-          Value groupBuffers = tensor::ExtractSliceOp::create(
-              b, loc, outs[0], groupOffsets, groupSizes, unitStrides(b, 4));
-          SmallVector<OpFoldResult> slotOffsets = {g, b.getIndexAttr(0),
-                                                   b.getIndexAttr(0)};
-          SmallVector<OpFoldResult> slotSizes = {b.getIndexAttr(1), xSizes[1],
-                                                 b.getIndexAttr(k)};
-          Value groupSlots = tensor::ExtractSliceOp::create(
-              b, loc, outs[1], slotOffsets, slotSizes, unitStrides(b, 3));
-          Value fill = filledTensor(b, loc, {b.getIndexAttr(numExperts)},
-                                    i32Const(b, loc, 0));
-
-          ValueRange filled = buildLoop(
-              b, loc, indexConst(b, loc, k), {groupBuffers, groupSlots, fill},
-              [&](OpBuilder &b, Location loc, Value i,
+    Value lastToken = arith::SubIOp::create(b, loc, s, indexConst(b, loc, 1));
+    Value fill = filledTensor(b, loc, {b.getIndexAttr(numExperts)},
+                              i32Const(b, loc, 0));
+    SmallVector<Value> init = {groupSlots, fill};
+    llvm::append_range(init, carried);
+    ValueRange done = buildLoop(
+        b, loc, indexConst(b, loc, k), init,
+        [&](OpBuilder &b, Location loc, Value i,
+            ValueRange state) -> SmallVector<Value> {
+          return SmallVector<Value>(buildLoop(
+              b, loc, s, state,
+              [&](OpBuilder &b, Location loc, Value p,
                   ValueRange state) -> SmallVector<Value> {
-                ValueRange next = buildLoop(
-                    b, loc, s, state,
-                    [&](OpBuilder &b, Location loc, Value p,
-                        ValueRange state) -> SmallVector<Value> {
-                      return placeChoice(b, loc, x, ids, order, g, p, i,
-                                         lastToken, zero, experts, limit,
-                                         state);
-                    });
-                return SmallVector<Value>(next);
-              });
-          return {{filled[0], 0, groupOffsets, groupSizes},
-                  {filled[1], 1, slotOffsets, slotSizes}};
+                return place(b, loc, g, p, i, zero, experts, lastToken, state,
+                             onKept);
+              }));
         });
-    rewriter.replaceOp(op, forall.getResults());
-    return success();
+    return SmallVector<Value>(done);
   }
 
-  /// Places choice i of the token at priority position p; `state` is
-  /// (buffers of the group, slots of the group, fill per expert).
-  static SmallVector<Value> placeChoice(OpBuilder &b, Location loc, Value x,
-                                        Value ids, Value order, Value g,
-                                        Value p, Value i, Value lastToken,
-                                        Value zero, Value experts, Value limit,
-                                        ValueRange state) {
-    Value groupBuffers = state[0], groupSlots = state[1], fill = state[2];
+  /// Places choice i of the token at priority position p.
+  SmallVector<Value> place(OpBuilder &b, Location loc, Value g, Value p,
+                           Value i, Value zero, Value experts, Value lastToken,
+                           ValueRange state, KeptChoiceFn onKept) const {
+    Value groupSlots = state[0], fill = state[1];
+    ValueRange carried = state.drop_front(2);
     // The token; an out-of-range order entry is clamped, never followed.
     Value t = p;
     if (order) {
@@ -159,26 +109,197 @@ struct DispatchOpLowering : OpConversionPattern<DispatchOp> {
         arith::SelectOp::create(b, loc, kept, f32, i32Const(b, loc, -1));
     groupSlots = tensor::InsertOp::create(b, loc, slot, groupSlots,
                                           ValueRange{zero, t, i});
-    auto ifOp = scf::IfOp::create(
-        b, loc, kept,
-        [&](OpBuilder &b, Location loc) {
-          Value next = arith::AddIOp::create(b, loc, f32, i32Const(b, loc, 1));
-          Value newFill =
-              tensor::InsertOp::create(b, loc, next, fill, ValueRange{e});
-          OpFoldResult d = mixedSizes(b, loc, x)[2];
-          Value row = extractRow(b, loc, x, {g, t}, d);
-          SmallVector<OpFoldResult> at = {e, b.getIndexAttr(0), f};
-          Value dest = extractRow(b, loc, groupBuffers, at, d);
-          Value copied =
-              linalg::CopyOp::create(b, loc, ValueRange{row}, ValueRange{dest})
-                  .getResult(0);
-          Value newBuffers = insertRow(b, loc, copied, groupBuffers, at, d);
-          scf::YieldOp::create(b, loc, ValueRange{newBuffers, newFill});
-        },
-        [&](OpBuilder &b, Location loc) {
-          scf::YieldOp::create(b, loc, ValueRange{groupBuffers, fill});
+    SmallVector<Type> types = {fill.getType()};
+    for (Value v : carried)
+      types.push_back(v.getType());
+    auto ifOp = scf::IfOp::create(b, loc, types, kept, /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      Value next = arith::AddIOp::create(b, loc, f32, i32Const(b, loc, 1));
+      SmallVector<Value> updated = {
+          tensor::InsertOp::create(b, loc, next, fill, ValueRange{e})};
+      llvm::append_range(updated, onKept(b, loc, e, f32, t, i, carried));
+      scf::YieldOp::create(b, loc, updated);
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      SmallVector<Value> same = {fill};
+      llvm::append_range(same, carried);
+      scf::YieldOp::create(b, loc, same);
+    }
+    SmallVector<Value> next = {groupSlots};
+    llvm::append_range(next, ifOp.getResults());
+    return next;
+  }
+};
+
+/// The effective capacity of a dispatch-like op: min(runtime, static B).
+static Value capacityLimit(OpBuilder &b, Location loc, OpFoldResult capacity,
+                           Value runtime) {
+  Value limit = getValueOrCreateConstantIndexOp(b, loc, capacity);
+  if (runtime)
+    limit = arith::MinSIOp::create(b, loc, runtime, limit);
+  return limit;
+}
+
+/// vmoe.dispatch -> buffers filled per group, choice by choice.
+struct DispatchOpLowering : OpConversionPattern<DispatchOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(DispatchOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    OpBuilder &b = rewriter;
+    Value x = adaptor.getX();
+    Type elementType = op.getX().getType().getElementType();
+    int64_t numExperts = op.getNumExperts(), k = op.getNumChoices();
+    SmallVector<OpFoldResult> xSizes = mixedSizes(b, loc, x);
+
+    // The static (maximum) capacity: the attribute, the static result dim,
+    // or the capacity rule evaluated on the runtime S.
+    OpFoldResult capacity;
+    int64_t bDim = op.getBuffers().getType().getDimSize(2);
+    if (std::optional<uint64_t> attr = op.getCapacity())
+      capacity = b.getIndexAttr(static_cast<int64_t>(*attr));
+    else if (!ShapedType::isDynamic(bDim))
+      capacity = b.getIndexAttr(bDim);
+    else
+      capacity = buildCapacityValue(
+          b, loc, k, tensor::DimOp::create(b, loc, x, 1),
+          floatConst(b, loc, b.getF64Type(),
+                     op.getCapacityRatioAttr().getValueAsDouble()),
+          numExperts, op.getCapacityRule(),
+          static_cast<int64_t>(op.getMultipleOf()));
+    GroupAssignment assignment{
+        adaptor.getExpertIds(), adaptor.getOrder(), numExperts, k,
+        capacityLimit(b, loc, capacity, adaptor.getRuntimeCapacity())};
+
+    SmallVector<OpFoldResult> bufferSizes = {b.getIndexAttr(numExperts),
+                                             xSizes[0], capacity, xSizes[2]};
+    Value buffers =
+        filledTensor(b, loc, bufferSizes, floatConst(b, loc, elementType, 0));
+    Value slots = emptyTensor(b, loc, {xSizes[0], xSizes[1], b.getIndexAttr(k)},
+                              b.getI32Type());
+    auto forall = buildForall(
+        b, loc, {xSizes[0]}, {buffers, slots},
+        [&](OpBuilder &b, Location loc, ValueRange ivs,
+            ValueRange outs) -> SmallVector<ParallelInsert> {
+          Value g = ivs[0];
+          SmallVector<OpFoldResult> groupOffsets = {b.getIndexAttr(0), g,
+                                                    b.getIndexAttr(0),
+                                                    b.getIndexAttr(0)};
+          SmallVector<OpFoldResult> groupSizes = {b.getIndexAttr(numExperts),
+                                                  b.getIndexAttr(1), capacity,
+                                                  xSizes[2]};
+          Value groupBuffers = tensor::ExtractSliceOp::create(
+              b, loc, outs[0], groupOffsets, groupSizes, unitStrides(b, 4));
+          SmallVector<OpFoldResult> slotOffsets = {g, b.getIndexAttr(0),
+                                                   b.getIndexAttr(0)};
+          SmallVector<OpFoldResult> slotSizes = {b.getIndexAttr(1), xSizes[1],
+                                                 b.getIndexAttr(k)};
+          Value groupSlots = tensor::ExtractSliceOp::create(
+              b, loc, outs[1], slotOffsets, slotSizes, unitStrides(b, 3));
+          // A kept choice copies its token row into the expert's slot.
+          SmallVector<Value> done = assignment.build(
+              b, loc, g, groupSlots, {groupBuffers},
+              [&](OpBuilder &b, Location loc, Value e, Value f32, Value t,
+                  Value, ValueRange carried) -> SmallVector<Value> {
+                Value f = arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                                     f32);
+                Value row = extractRow(b, loc, x, {g, t}, xSizes[2]);
+                SmallVector<OpFoldResult> at = {e, b.getIndexAttr(0), f};
+                Value dest = extractRow(b, loc, carried[0], at, xSizes[2]);
+                Value copied = linalg::CopyOp::create(b, loc, ValueRange{row},
+                                                      ValueRange{dest})
+                                   .getResult(0);
+                return {insertRow(b, loc, copied, carried[0], at, xSizes[2])};
+              });
+          return {{done[2], 0, groupOffsets, groupSizes},
+                  {done[0], 1, slotOffsets, slotSizes}};
         });
-    return {ifOp.getResult(0), groupSlots, ifOp.getResult(1)};
+    rewriter.replaceOp(op, forall.getResults());
+    return success();
+  }
+};
+
+/// vmoe.assign_slots -> the dispatch loops recording, per slot, the token
+/// and choice it holds instead of copying rows.
+struct AssignSlotsOpLowering : OpConversionPattern<AssignSlotsOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(AssignSlotsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    OpBuilder &b = rewriter;
+    auto entriesType = op.getSlotEntries().getType();
+    int64_t numExperts = entriesType.getDimSize(0);
+    int64_t capacity = entriesType.getDimSize(2);
+    Value ids = adaptor.getExpertIds();
+    SmallVector<OpFoldResult> idSizes = mixedSizes(b, loc, ids);
+    if (!isa<Attribute>(idSizes[2]))
+      return rewriter.notifyMatchFailure(op, "k must be static");
+    int64_t k = cast<IntegerAttr>(cast<Attribute>(idSizes[2])).getInt();
+    GroupAssignment assignment{
+        ids, adaptor.getOrder(), numExperts, k,
+        capacityLimit(b, loc, b.getIndexAttr(capacity),
+                      adaptor.getRuntimeCapacity())};
+
+    Value slots = emptyTensor(b, loc, idSizes, b.getI32Type());
+    Value entries = filledTensor(b, loc,
+                                 {b.getIndexAttr(numExperts), idSizes[0],
+                                  b.getIndexAttr(capacity)},
+                                 i32Const(b, loc, -1));
+    Value fill = emptyTensor(b, loc, {b.getIndexAttr(numExperts), idSizes[0]},
+                             b.getI32Type());
+    Value kValue = i32Const(b, loc, static_cast<int32_t>(k));
+    auto forall = buildForall(
+        b, loc, {idSizes[0]}, {slots, entries, fill},
+        [&](OpBuilder &b, Location loc, ValueRange ivs,
+            ValueRange outs) -> SmallVector<ParallelInsert> {
+          Value g = ivs[0];
+          SmallVector<OpFoldResult> slotOffsets = {g, b.getIndexAttr(0),
+                                                   b.getIndexAttr(0)};
+          SmallVector<OpFoldResult> slotSizes = {b.getIndexAttr(1), idSizes[1],
+                                                 b.getIndexAttr(k)};
+          Value groupSlots = tensor::ExtractSliceOp::create(
+              b, loc, outs[0], slotOffsets, slotSizes, unitStrides(b, 3));
+          SmallVector<OpFoldResult> entryOffsets = {b.getIndexAttr(0), g,
+                                                    b.getIndexAttr(0)};
+          SmallVector<OpFoldResult> entrySizes = {b.getIndexAttr(numExperts),
+                                                  b.getIndexAttr(1),
+                                                  b.getIndexAttr(capacity)};
+          Value groupEntries = tensor::ExtractSliceOp::create(
+              b, loc, outs[1], entryOffsets, entrySizes, unitStrides(b, 3));
+          // A kept choice records t * k + i in its slot.
+          SmallVector<Value> done = assignment.build(
+              b, loc, g, groupSlots, {groupEntries},
+              [&](OpBuilder &b, Location loc, Value e, Value f32, Value t,
+                  Value i, ValueRange carried) -> SmallVector<Value> {
+                Type i32 = b.getI32Type();
+                Value entry = arith::AddIOp::create(
+                    b, loc,
+                    arith::MulIOp::create(
+                        b, loc, arith::IndexCastOp::create(b, loc, i32, t),
+                        kValue),
+                    arith::IndexCastOp::create(b, loc, i32, i));
+                Value f = arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                                     f32);
+                return {tensor::InsertOp::create(
+                    b, loc, entry, carried[0],
+                    ValueRange{e, indexConst(b, loc, 0), f})};
+              });
+          // fill [E] of the group -> column g of fill [E, G].
+          Value column = tensor::ExpandShapeOp::create(
+              b, loc, RankedTensorType::get({numExperts, 1}, b.getI32Type()),
+              done[1], ArrayRef<ReassociationIndices>{{0, 1}});
+          return {{done[0], 0, slotOffsets, slotSizes},
+                  {done[2], 1, entryOffsets, entrySizes},
+                  {column, 2, {b.getIndexAttr(0), g},
+                   {b.getIndexAttr(numExperts), b.getIndexAttr(1)}}};
+        });
+    rewriter.replaceOp(op, forall.getResults());
+    return success();
   }
 };
 
@@ -264,5 +385,6 @@ struct CombineOpLowering : OpConversionPattern<CombineOp> {
 
 void mlir::vmoe::lowering::populateDispatchLoweringPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<DispatchOpLowering, CombineOpLowering>(patterns.getContext());
+  patterns.add<AssignSlotsOpLowering, DispatchOpLowering, CombineOpLowering>(
+      patterns.getContext());
 }

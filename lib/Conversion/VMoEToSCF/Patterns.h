@@ -12,6 +12,7 @@
 #ifndef LIB_CONVERSION_VMOETOSCF_PATTERNS_H
 #define LIB_CONVERSION_VMOETOSCF_PATTERNS_H
 
+#include "vmoe/Codegen/Microkernel.h"
 #include "vmoe/Dialect/VMoE/IR/VMoE.h"
 
 #include "mlir/IR/Builders.h"
@@ -27,6 +28,10 @@ void populateDispatchLoweringPatterns(RewritePatternSet &patterns);
 
 /// expert_ffn.
 void populateExpertLoweringPatterns(RewritePatternSet &patterns);
+
+/// fused_experts, with the microkernel register tile `shape`.
+void populateFusedExpertsLoweringPatterns(RewritePatternSet &patterns,
+                                          const MicrokernelShape &shape);
 
 /// The capacity rule in IR: rule(k * tokens * ratio / numExperts) in double
 /// precision, NaN or <= 0 -> 0, raised to a multiple of `multipleOf`; an

@@ -29,10 +29,13 @@ using namespace mlir;
 using namespace mlir::vmoe;
 
 void mlir::vmoe::populateVMoEToSCFConversionPatterns(
-    RewritePatternSet &patterns) {
+    RewritePatternSet &patterns, int64_t lanes) {
   lowering::populateRouteLoweringPatterns(patterns);
   lowering::populateDispatchLoweringPatterns(patterns);
   lowering::populateExpertLoweringPatterns(patterns);
+  MicrokernelShape shape;
+  shape.lanes = lanes;
+  lowering::populateFusedExpertsLoweringPatterns(patterns, shape);
 }
 
 namespace mlir::vmoe {
@@ -48,7 +51,7 @@ struct ConvertVMoEToSCFPass
     target.addIllegalDialect<VMoEDialect>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
-    populateVMoEToSCFConversionPatterns(patterns);
+    populateVMoEToSCFConversionPatterns(patterns, lanes);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();

@@ -182,8 +182,13 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
         // C holds its own partial sums between blocks of k.
         access.loadPartial = access.initC;
         access.storePartial = access.storeC;
+        // Runs after bufferization and its deallocation pass: free the
+        // packing scratch here.
+        Value scratch =
+            allocatePackedScratch(b, loc, size(nDim), size(kDim), shape);
         emitGemm(b, loc, size(rowDim), size(nDim), size(kDim), staticN, shape,
-                 access, parallelPanels);
+                 access, scratch, parallelPanels);
+        memref::DeallocOp::create(b, loc, scratch);
       };
   DenseMap<unsigned, Value> ivs;
   nest(rewriter, loc, 0, ivs);

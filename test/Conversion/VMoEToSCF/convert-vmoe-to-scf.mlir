@@ -200,3 +200,49 @@ func.func @negative_no_vmoe(%a: f32) -> f32 {
   %0 = arith.addf %a, %a : f32
   return %0 : f32
 }
+
+// -----
+
+// assign_slots: the dispatch loops, recording t * k + i per slot and the
+// fill per expert; no rows are copied.
+// CHECK-LABEL: func.func @assign_slots
+// CHECK: linalg.fill ins(%c-1_i32 : i32) {{.*}} -> tensor<4x2x3xi32>
+// CHECK: scf.forall (%{{.*}}) in (2)
+// CHECK:   scf.for
+// CHECK:     scf.for
+// CHECK:       scf.if
+// CHECK:         arith.muli
+// CHECK:         arith.addi
+// CHECK-NOT:     linalg.copy
+// CHECK:   tensor.parallel_insert_slice {{.*}} [4, 1] [1, 1] : tensor<4x1xi32> into tensor<4x2xi32>
+func.func @assign_slots(%ids: tensor<2x8x2xi32>, %o: tensor<2x8xi32>) -> (tensor<2x8x2xi32>, tensor<4x2x3xi32>, tensor<4x2xi32>) {
+  %s, %e, %f = vmoe.assign_slots %ids, %o : tensor<2x8x2xi32>, tensor<2x8xi32> -> tensor<2x8x2xi32>, tensor<4x2x3xi32>, tensor<4x2xi32>
+  return %s, %e, %f : tensor<2x8x2xi32>, tensor<4x2x3xi32>, tensor<4x2xi32>
+}
+
+// -----
+
+// fused_experts: per (expert, group) with filled slots, two microkernel
+// GEMMs on the gathered rows writing per-choice planes, then the kept
+// choices of each token added in order.
+// CHECK-LABEL: func.func @fused_experts
+// CHECK: %[[PLANES:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x1x8x16xf32>
+// CHECK: scf.forall (%{{.*}}, %{{.*}}) in (4, 1)
+// CHECK:   scf.if
+// CHECK:     memref.alloc() {{.*}} : memref<3x32xf32>
+// CHECK:     vector.fma
+// CHECK:     vector.fma
+// CHECK: bufferization.to_tensor %[[PLANES]] restrict writable
+// CHECK: linalg.generic
+// CHECK:   arith.select
+// CHECK:   arith.addf
+// CHECK:   arith.select
+// CHECK:   arith.addf
+func.func @fused_experts(%x: tensor<1x8x16xf32>, %s: tensor<1x8x2xi32>, %w: tensor<1x8x2xf32>,
+    %e: tensor<4x1x3xi32>, %f: tensor<4x1xi32>, %w1: tensor<4x16x32xf32>, %b1: tensor<4x32xf32>,
+    %w2: tensor<4x32x16xf32>, %b2: tensor<4x16xf32>) -> tensor<1x8x16xf32> {
+  %o = vmoe.fused_experts %x, %s, %w, %e, %f, %w1, %b1, %w2, %b2
+      : tensor<1x8x16xf32>, tensor<1x8x2xi32>, tensor<1x8x2xf32>, tensor<4x1x3xi32>, tensor<4x1xi32>,
+        tensor<4x16x32xf32>, tensor<4x32xf32>, tensor<4x32x16xf32>, tensor<4x16xf32>
+  return %o : tensor<1x8x16xf32>
+}

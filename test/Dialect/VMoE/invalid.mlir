@@ -605,3 +605,122 @@ func.func @negative_combine_slots_type(%y: tensor<4x1x4x8xf32>, %ids: tensor<1x8
       : tensor<4x1x4x8xf32>, tensor<1x8x2xi32>, tensor<1x8x2xf32>, tensor<1x8x2xf32> -> tensor<1x8x8xf32>
   return
 }
+
+// -----
+
+/// assign_slots-C1: expert ids are G x S x k.
+func.func @negative_assign_slots_ids_rank(%ids: tensor<8x2xi32>) {
+  // expected-error @+1 {{'expert_ids' must have rank 3 (G x S x k), got rank 2}}
+  %s, %e, %f = vmoe.assign_slots %ids : tensor<8x2xi32> -> tensor<1x8x2xi32>, tensor<4x1x4xi32>, tensor<4x1xi32>
+  return
+}
+
+// -----
+
+/// assign_slots-C2: the order is G x S.
+func.func @negative_assign_slots_order(%ids: tensor<1x8x2xi32>, %o: tensor<1x7xi32>) {
+  // expected-error @+1 {{'order' must have shape 1x8 (G x S), got 1x7}}
+  %s, %e, %f = vmoe.assign_slots %ids, %o : tensor<1x8x2xi32>, tensor<1x7xi32> -> tensor<1x8x2xi32>, tensor<4x1x4xi32>, tensor<4x1xi32>
+  return
+}
+
+// -----
+
+/// assign_slots-C3: slots have the shape of the ids.
+func.func @negative_assign_slots_slots(%ids: tensor<1x8x2xi32>) {
+  // expected-error @+1 {{'slots' must have shape 1x8x2 (G x S x k), got 1x8x1}}
+  %s, %e, %f = vmoe.assign_slots %ids : tensor<1x8x2xi32> -> tensor<1x8x1xi32>, tensor<4x1x4xi32>, tensor<4x1xi32>
+  return
+}
+
+// -----
+
+/// assign_slots-C4: slot entries have a static E and B.
+func.func @negative_assign_slots_dynamic_capacity(%ids: tensor<1x8x2xi32>) {
+  // expected-error @+1 {{'slot_entries' must have a static E and B >= 1, got 4x1x?}}
+  %s, %e, %f = vmoe.assign_slots %ids : tensor<1x8x2xi32> -> tensor<1x8x2xi32>, tensor<4x1x?xi32>, tensor<4x1xi32>
+  return
+}
+
+// -----
+
+/// assign_slots-C4: k <= E.
+func.func @negative_assign_slots_k_above_experts(%ids: tensor<1x8x3xi32>) {
+  // expected-error @+1 {{k (3) must not exceed the number of experts E (2)}}
+  %s, %e, %f = vmoe.assign_slots %ids : tensor<1x8x3xi32> -> tensor<1x8x3xi32>, tensor<2x1x4xi32>, tensor<2x1xi32>
+  return
+}
+
+// -----
+
+/// assign_slots-C5: fill is E x G.
+func.func @negative_assign_slots_fill(%ids: tensor<1x8x2xi32>) {
+  // expected-error @+1 {{'fill' must have shape 4x1 (E x G), got 4x2}}
+  %s, %e, %f = vmoe.assign_slots %ids : tensor<1x8x2xi32> -> tensor<1x8x2xi32>, tensor<4x1x4xi32>, tensor<4x2xi32>
+  return
+}
+
+// -----
+
+/// fused_experts-C1: x is G x S x D.
+func.func @negative_fused_experts_x_rank(%x: tensor<8x16xf32>, %s: tensor<1x8x2xi32>, %w: tensor<1x8x2xf32>,
+    %e: tensor<4x1x4xi32>, %f: tensor<4x1xi32>, %w1: tensor<4x16x8xf32>, %b1: tensor<4x8xf32>,
+    %w2: tensor<4x8x16xf32>, %b2: tensor<4x16xf32>) {
+  // expected-error @+1 {{'x' must have rank 3 (G x S x D), got rank 2}}
+  %o = vmoe.fused_experts %x, %s, %w, %e, %f, %w1, %b1, %w2, %b2
+      : tensor<8x16xf32>, tensor<1x8x2xi32>, tensor<1x8x2xf32>, tensor<4x1x4xi32>, tensor<4x1xi32>,
+        tensor<4x16x8xf32>, tensor<4x8xf32>, tensor<4x8x16xf32>, tensor<4x16xf32>
+  return
+}
+
+// -----
+
+/// fused_experts-C2: weights are G x S x k.
+func.func @negative_fused_experts_weights(%x: tensor<1x8x16xf32>, %s: tensor<1x8x2xi32>, %w: tensor<1x8x1xf32>,
+    %e: tensor<4x1x4xi32>, %f: tensor<4x1xi32>, %w1: tensor<4x16x8xf32>, %b1: tensor<4x8xf32>,
+    %w2: tensor<4x8x16xf32>, %b2: tensor<4x16xf32>) {
+  // expected-error @+1 {{'weights' must have shape 1x8x2 (G x S x k), got 1x8x1}}
+  %o = vmoe.fused_experts %x, %s, %w, %e, %f, %w1, %b1, %w2, %b2
+      : tensor<1x8x16xf32>, tensor<1x8x2xi32>, tensor<1x8x1xf32>, tensor<4x1x4xi32>, tensor<4x1xi32>,
+        tensor<4x16x8xf32>, tensor<4x8xf32>, tensor<4x8x16xf32>, tensor<4x16xf32>
+  return
+}
+
+// -----
+
+/// fused_experts-C3: fill is E x G.
+func.func @negative_fused_experts_fill(%x: tensor<1x8x16xf32>, %s: tensor<1x8x2xi32>, %w: tensor<1x8x2xf32>,
+    %e: tensor<4x1x4xi32>, %f: tensor<3x1xi32>, %w1: tensor<4x16x8xf32>, %b1: tensor<4x8xf32>,
+    %w2: tensor<4x8x16xf32>, %b2: tensor<4x16xf32>) {
+  // expected-error @+1 {{'fill' must have shape 4x1 (E x G), got 3x1}}
+  %o = vmoe.fused_experts %x, %s, %w, %e, %f, %w1, %b1, %w2, %b2
+      : tensor<1x8x16xf32>, tensor<1x8x2xi32>, tensor<1x8x2xf32>, tensor<4x1x4xi32>, tensor<3x1xi32>,
+        tensor<4x16x8xf32>, tensor<4x8xf32>, tensor<4x8x16xf32>, tensor<4x16xf32>
+  return
+}
+
+// -----
+
+/// fused_experts-C4: w2 is E x H x D.
+func.func @negative_fused_experts_w2(%x: tensor<1x8x16xf32>, %s: tensor<1x8x2xi32>, %w: tensor<1x8x2xf32>,
+    %e: tensor<4x1x4xi32>, %f: tensor<4x1xi32>, %w1: tensor<4x16x8xf32>, %b1: tensor<4x8xf32>,
+    %w2: tensor<4x8x12xf32>, %b2: tensor<4x16xf32>) {
+  // expected-error @+1 {{'w2' must have shape 4x8x16 (E x H x D), got 4x8x12}}
+  %o = vmoe.fused_experts %x, %s, %w, %e, %f, %w1, %b1, %w2, %b2
+      : tensor<1x8x16xf32>, tensor<1x8x2xi32>, tensor<1x8x2xf32>, tensor<4x1x4xi32>, tensor<4x1xi32>,
+        tensor<4x16x8xf32>, tensor<4x8xf32>, tensor<4x8x12xf32>, tensor<4x16xf32>
+  return
+}
+
+// -----
+
+/// fused_experts-C1: the output has the type of x.
+func.func @negative_fused_experts_output(%x: tensor<1x8x16xf32>, %s: tensor<1x8x2xi32>, %w: tensor<1x8x2xf32>,
+    %e: tensor<4x1x4xi32>, %f: tensor<4x1xi32>, %w1: tensor<4x16x8xf32>, %b1: tensor<4x8xf32>,
+    %w2: tensor<4x8x16xf32>, %b2: tensor<4x16xf32>) {
+  // expected-error @+1 {{failed to verify that all of {x, output} have same type}}
+  %o = "vmoe.fused_experts"(%x, %s, %w, %e, %f, %w1, %b1, %w2, %b2)
+      : (tensor<1x8x16xf32>, tensor<1x8x2xi32>, tensor<1x8x2xf32>, tensor<4x1x4xi32>, tensor<4x1xi32>,
+         tensor<4x16x8xf32>, tensor<4x8xf32>, tensor<4x8x16xf32>, tensor<4x16xf32>) -> tensor<1x9x16xf32>
+  return
+}

@@ -208,3 +208,37 @@ func.func @layer_bpr_top2(%x: tensor<1x16x8xf32>, %r: tensor<8x4xf32>, %w1: tens
       : tensor<4x1x?x8xf32>, tensor<1x16x2xi32>, tensor<1x16x2xi32>, tensor<1x16x2xf32> -> tensor<1x16x8xf32>
   return %out : tensor<1x16x8xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @assign_slots_bpr_runtime_capacity
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = vmoe.assign_slots %{{.*}}, %{{.*}} capacity(%{{.*}}) : tensor<1x400x2xi32>, tensor<1x400xi32> -> tensor<1x400x2xi32>, tensor<32x1x26xi32>, tensor<32x1xi32>
+func.func @assign_slots_bpr_runtime_capacity(%ids: tensor<1x400x2xi32>, %o: tensor<1x400xi32>, %b: index)
+    -> tensor<32x1x26xi32> {
+  %s, %e, %f = vmoe.assign_slots %ids, %o capacity(%b)
+      : tensor<1x400x2xi32>, tensor<1x400xi32> -> tensor<1x400x2xi32>, tensor<32x1x26xi32>, tensor<32x1xi32>
+  return %e : tensor<32x1x26xi32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @assign_slots_vanilla
+// CHECK: vmoe.assign_slots %{{.*}} : tensor<2x8x1xi32> -> tensor<2x8x1xi32>, tensor<4x2x2xi32>, tensor<4x2xi32>
+func.func @assign_slots_vanilla(%ids: tensor<2x8x1xi32>) -> tensor<4x2xi32> {
+  %s, %e, %f = vmoe.assign_slots %ids : tensor<2x8x1xi32> -> tensor<2x8x1xi32>, tensor<4x2x2xi32>, tensor<4x2xi32>
+  return %f : tensor<4x2xi32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @fused_experts
+// CHECK: vmoe.fused_experts %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {activation = #vmoe.activation<silu>}
+// CHECK-SAME: : tensor<1x400x512xf32>, tensor<1x400x2xi32>, tensor<1x400x2xf32>, tensor<32x1x26xi32>, tensor<32x1xi32>, tensor<32x512x2048xf32>, tensor<32x2048xf32>, tensor<32x2048x512xf32>, tensor<32x512xf32>
+func.func @fused_experts(%x: tensor<1x400x512xf32>, %s: tensor<1x400x2xi32>, %w: tensor<1x400x2xf32>,
+    %e: tensor<32x1x26xi32>, %f: tensor<32x1xi32>, %w1: tensor<32x512x2048xf32>, %b1: tensor<32x2048xf32>,
+    %w2: tensor<32x2048x512xf32>, %b2: tensor<32x512xf32>) -> tensor<1x400x512xf32> {
+  %o = vmoe.fused_experts %x, %s, %w, %e, %f, %w1, %b1, %w2, %b2 {activation = #vmoe.activation<silu>}
+      : tensor<1x400x512xf32>, tensor<1x400x2xi32>, tensor<1x400x2xf32>, tensor<32x1x26xi32>, tensor<32x1xi32>,
+        tensor<32x512x2048xf32>, tensor<32x2048xf32>, tensor<32x2048x512xf32>, tensor<32x512xf32>
+  return %o : tensor<1x400x512xf32>
+}

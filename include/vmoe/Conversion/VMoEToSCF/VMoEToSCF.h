@@ -7,6 +7,8 @@
 #ifndef VMOE_CONVERSION_VMOETOSCF_VMOETOSCF_H
 #define VMOE_CONVERSION_VMOETOSCF_VMOETOSCF_H
 
+#include <cstdint>
+
 namespace mlir {
 class RewritePatternSet;
 } // namespace mlir
@@ -14,8 +16,10 @@ class RewritePatternSet;
 namespace mlir::vmoe {
 
 /// Adds the patterns that lower every vmoe op to tensor-level linalg, scf,
-/// tensor, arith and math IR.
-void populateVMoEToSCFConversionPatterns(RewritePatternSet &patterns);
+/// tensor, arith and math IR (vmoe.fused_experts to memref-level
+/// microkernel loops with `lanes` f32 lanes per vector).
+void populateVMoEToSCFConversionPatterns(RewritePatternSet &patterns,
+                                         int64_t lanes = 8);
 
 } // namespace mlir::vmoe
 

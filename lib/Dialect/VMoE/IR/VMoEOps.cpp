@@ -371,5 +371,76 @@ LogicalResult CombineOp::verify() {
   return verifyShape(op, "output", getOutput(), {g, s, d}, "G x S x D");
 }
 
+//===----------------------------------------------------------------------===//
+// AssignSlotsOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AssignSlotsOp::verify() {
+  Operation *op = getOperation();
+  // assign_slots-C1, assign_slots-C2, assign_slots-C3.
+  if (failed(verifyRank(op, "expert_ids", getExpertIds(), 3, "G x S x k")))
+    return failure();
+  int64_t g = dimOf(getExpertIds(), 0), s = dimOf(getExpertIds(), 1);
+  int64_t k = dimOf(getExpertIds(), 2);
+  if (getOrder() &&
+      failed(verifyShape(op, "order", getOrder(), {g, s}, "G x S")))
+    return failure();
+  if (failed(verifyShape(op, "slots", getSlots(), {g, s, k}, "G x S x k")))
+    return failure();
+  // assign_slots-C4.
+  if (failed(verifyShape(op, "slot_entries", getSlotEntries(),
+                         {ShapedType::kDynamic, g, ShapedType::kDynamic},
+                         "E x G x B")))
+    return failure();
+  int64_t e = dimOf(getSlotEntries(), 0), b = dimOf(getSlotEntries(), 2);
+  if (ShapedType::isDynamic(e) || ShapedType::isDynamic(b) || b < 1)
+    return emitOpError() << "'slot_entries' must have a static E and B >= 1, "
+                            "got "
+                         << formatShape(
+                                cast<ShapedType>(getSlotEntries().getType())
+                                    .getShape());
+  if (!ShapedType::isDynamic(k) && k > e)
+    return emitOpError() << "k (" << k
+                         << ") must not exceed the number of experts E (" << e
+                         << ")";
+  // assign_slots-C5.
+  return verifyShape(op, "fill", getFill(), {e, g}, "E x G");
+}
+
+//===----------------------------------------------------------------------===//
+// FusedExpertsOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult FusedExpertsOp::verify() {
+  Operation *op = getOperation();
+  // fused_experts-C1, fused_experts-C2.
+  if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")) ||
+      failed(verifyRank(op, "slots", getSlots(), 3, "G x S x k")))
+    return failure();
+  int64_t g = dimOf(getX(), 0), s = dimOf(getX(), 1), d = dimOf(getX(), 2);
+  int64_t k = dimOf(getSlots(), 2);
+  if (failed(verifyShape(op, "slots", getSlots(), {g, s, k}, "G x S x k")) ||
+      failed(verifyShape(op, "weights", getWeights(), {g, s, k}, "G x S x k")))
+    return failure();
+  // fused_experts-C3.
+  if (failed(verifyShape(op, "slot_entries", getSlotEntries(),
+                         {ShapedType::kDynamic, g, ShapedType::kDynamic},
+                         "E x G x B")))
+    return failure();
+  int64_t e = dimOf(getSlotEntries(), 0);
+  if (failed(verifyShape(op, "fill", getFill(), {e, g}, "E x G")))
+    return failure();
+  // fused_experts-C4.
+  if (failed(verifyRank(op, "w1", getW1(), 3, "E x D x H")))
+    return failure();
+  int64_t h = dimOf(getW1(), 2);
+  if (failed(verifyShape(op, "w1", getW1(), {e, d, h}, "E x D x H")) ||
+      failed(verifyShape(op, "b1", getB1(), {e, h}, "E x H")) ||
+      failed(verifyShape(op, "w2", getW2(), {e, h, d}, "E x H x D")) ||
+      failed(verifyShape(op, "b2", getB2(), {e, d}, "E x D")))
+    return failure();
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "vmoe/Dialect/VMoE/IR/VMoEOps.cpp.inc"

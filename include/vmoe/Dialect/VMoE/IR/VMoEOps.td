@@ -319,4 +319,105 @@ def VMoE_CombineOp : VMoE_Op<"combine", [Pure,
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// AssignSlotsOp
+//===----------------------------------------------------------------------===//
+
+def VMoE_AssignSlotsOp : VMoE_Op<"assign_slots", [Pure,
+    AttrSizedOperandSegments]> {
+  let summary = "Dispatch planning: slots and per-expert slot tables, no copy";
+  let description = [{
+    The routing half of `vmoe.dispatch`: the same choice-by-choice
+    assignment in priority order (`order`, or token order), with the
+    capacity B of the `slot_entries` type (`E x G x B`) lowered at run time
+    by the optional `capacity` operand, but no token rows are copied.
+    Results: `slots` (as dispatch: the slot of each choice, -1 when
+    dropped), `slot_entries[e, g, s] = t * k + i` for the choice i of token t
+    held by slot s of expert e (-1 for an unfilled slot), and `fill[e, g]`,
+    the filled slots. `vmoe-fuse-experts` creates it from a dispatch whose
+    buffers only feed a fused expert computation.
+
+    Rules: assign_slots-C1 (expert_ids `G x S x k`), assign_slots-C2 (order
+    `G x S`), assign_slots-C3 (slots shape of expert_ids), assign_slots-C4
+    (slot_entries `E x G x B` with static E, B >= 1, k <= E), assign_slots-C5
+    (fill `E x G`).
+
+    ```mlir
+    %slots, %entries, %fill = vmoe.assign_slots %ids, %order
+        : tensor<1x400x2xi32>, tensor<1x400xi32>
+        -> tensor<1x400x2xi32>, tensor<32x1x26xi32>, tensor<32x1xi32>
+    ```
+  }];
+  let arguments = (ins
+    VMoE_I32Tensor:$expert_ids,
+    Optional<VMoE_I32Tensor>:$order,
+    Optional<Index>:$runtime_capacity
+  );
+  let results = (outs
+    VMoE_I32Tensor:$slots,
+    VMoE_I32Tensor:$slot_entries,
+    VMoE_I32Tensor:$fill
+  );
+  let assemblyFormat = [{
+    $expert_ids (`,` $order^)? (`capacity` `(` $runtime_capacity^ `)`)?
+    attr-dict `:` type($expert_ids) (`,` type($order)^)?
+    `->` type($slots) `,` type($slot_entries) `,` type($fill)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// FusedExpertsOp
+//===----------------------------------------------------------------------===//
+
+def VMoE_FusedExpertsOp : VMoE_Op<"fused_experts", [Pure,
+    AllElementTypesMatch<["x", "weights", "w1", "b1", "w2", "b2", "output"]>,
+    AllTypesMatch<["x", "output"]>]> {
+  let summary = "Gather, expert MLP and weighted combine in one computation";
+  let description = [{
+    `dispatch -> expert_ffn -> combine` without the `E x G x B x D` buffers:
+    for every expert e and group g, the `fill[e, g]` filled slots of
+    `slot_entries` name the rows `x[g, t]` (entry `t * k + i`); the expert
+    MLP `act(row . w1[e] + b1[e]) . w2[e] + b2[e]` runs on those rows only,
+    and the result, times `weights[g, t, i]`, goes to choice i of token t.
+    Then `output[g, t]` adds the choices with `slots[g, t, i] >= 0` in
+    choice order, exactly as `vmoe.combine` does; a token dropped by all its
+    experts gets 0. Unfilled slots cost nothing.
+
+    Rules: fused_experts-C1 (x `G x S x D`), fused_experts-C2 (slots and
+    weights `G x S x k`), fused_experts-C3 (slot_entries `E x G x B`, fill
+    `E x G`), fused_experts-C4 (w1 `E x D x H`, b1 `E x H`, w2 `E x H x D`,
+    b2 `E x D`).
+
+    ```mlir
+    %out = vmoe.fused_experts %x, %slots, %weights, %entries, %fill,
+                              %w1, %b1, %w2, %b2
+        {activation = #vmoe.activation<gelu_tanh>}
+        : tensor<1x400x512xf32>, tensor<1x400x2xi32>, tensor<1x400x2xf32>,
+          tensor<32x1x26xi32>, tensor<32x1xi32>, tensor<32x512x2048xf32>,
+          tensor<32x2048xf32>, tensor<32x2048x512xf32>, tensor<32x512xf32>
+    ```
+  }];
+  let arguments = (ins
+    VMoE_FloatTensor:$x,
+    VMoE_I32Tensor:$slots,
+    VMoE_FloatTensor:$weights,
+    VMoE_I32Tensor:$slot_entries,
+    VMoE_I32Tensor:$fill,
+    VMoE_FloatTensor:$w1,
+    VMoE_FloatTensor:$b1,
+    VMoE_FloatTensor:$w2,
+    VMoE_FloatTensor:$b2,
+    DefaultValuedAttr<VMoE_ActivationAttr, "Activation::gelu_tanh">:$activation
+  );
+  let results = (outs VMoE_FloatTensor:$output);
+  let assemblyFormat = [{
+    $x `,` $slots `,` $weights `,` $slot_entries `,` $fill `,` $w1 `,` $b1 `,`
+    $w2 `,` $b2 attr-dict `:` type($x) `,` type($slots) `,` type($weights) `,`
+    type($slot_entries) `,` type($fill) `,` type($w1) `,` type($b1) `,`
+    type($w2) `,` type($b2)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // VMOE_DIALECT_VMOE_IR_VMOEOPS_TD

@@ -32,6 +32,21 @@ def VMoEBufferSizingPass
   ];
 }
 
+def VMoEFuseExpertsPass : Pass<"vmoe-fuse-experts", "::mlir::func::FuncOp"> {
+  let summary = "Fuse dispatch, expert_ffn and combine into fused_experts";
+  let description = [{
+    Rewrites `combine(expert_ffn(dispatch(x, ids, order)), ids, slots, w)`,
+    when the buffers and the expert outputs have no other user, into
+    `vmoe.assign_slots` (the routing half of dispatch: slots, per-expert slot
+    tables and fill counts) and `vmoe.fused_experts` (gather, expert MLP and
+    weighted combine of the filled rows only). The `E x G x B x D` buffers
+    and expert outputs disappear; results are the same as the unfused ops.
+    Needs static capacities (run vmoe-buffer-sizing first); chains whose
+    intermediate values escape are left alone.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def VMoEApproximateMathPass : Pass<"vmoe-approximate-math"> {
   let summary = "Replace transcendental math ops with polynomial approximations";
   let description = [{

@@ -1,0 +1,303 @@
+//===- FusedExpertsLowering.cpp - Lower fused_experts -----------*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// vmoe.fused_experts -> one scf.forall over (expert, group) whose body runs
+// two microkernel GEMMs on the filled rows only:
+//
+//   hidden[r] = act(x[g, t(r)] . w1[e] + b1[e])      (rows gathered from x)
+//   plane[i(r), g, t(r)] = (hidden[r] . w2[e] + b2[e]) * weights[g, t, i]
+//
+// where slot r of expert e holds choice i of token t. Every (token, choice)
+// has one writer, so a final elementwise pass adds the kept choices of each
+// token in choice order, exactly as vmoe.combine; nothing depends on the
+// schedule. The operands are read through bufferization.to_buffer; the
+// scratch buffers are memref.alloc ops that the deallocation pipeline frees.
+//
+//===----------------------------------------------------------------------===//
+
+#include "LoweringUtils.h"
+#include "Patterns.h"
+
+#include "vmoe/Codegen/Microkernel.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+using namespace mlir;
+using namespace mlir::vmoe;
+using namespace mlir::vmoe::lowering;
+
+/// The identity-layout buffer of a ranked tensor, for reading.
+static Value readBuffer(OpBuilder &b, Location loc, Value tensor) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  return bufferization::ToBufferOp::create(
+      b, loc, MemRefType::get(type.getShape(), type.getElementType()), tensor,
+      /*read_only=*/true);
+}
+
+/// memref.load of an i32 as an index.
+static Value loadIndex(OpBuilder &b, Location loc, Value memref,
+                       ValueRange indices) {
+  Value v = memref::LoadOp::create(b, loc, memref, indices);
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+}
+
+namespace {
+
+/// vmoe.fused_experts -> gathered GEMMs per expert and group, then the
+/// choice-ordered sum of the per-choice planes.
+struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
+  FusedExpertsOpLowering(MLIRContext *context, MicrokernelShape shape)
+      : OpConversionPattern(context), shape(shape) {}
+
+  LogicalResult
+  matchAndRewrite(FusedExpertsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    OpBuilder &b = rewriter;
+    auto xType = op.getX().getType();
+    int64_t k = op.getSlots().getType().getDimSize(2);
+    if (ShapedType::isDynamic(k))
+      return rewriter.notifyMatchFailure(op, "k must be static");
+    if (!xType.getElementType().isF32())
+      return rewriter.notifyMatchFailure(op, "only f32 is lowered");
+    Activation activation = op.getActivation();
+
+    Value x = readBuffer(b, loc, adaptor.getX());
+    Value weights = readBuffer(b, loc, adaptor.getWeights());
+    Value entries = readBuffer(b, loc, adaptor.getSlotEntries());
+    Value fill = readBuffer(b, loc, adaptor.getFill());
+    Value w1 = readBuffer(b, loc, adaptor.getW1());
+    Value b1 = readBuffer(b, loc, adaptor.getB1());
+    Value w2 = readBuffer(b, loc, adaptor.getW2());
+    Value b2 = readBuffer(b, loc, adaptor.getB2());
+    auto dim = [&](Value memref, int64_t i) {
+      return getValueOrCreateConstantIndexOp(
+          b, loc, memref::getMixedSize(b, loc, memref, i));
+    };
+    Value g = dim(x, 0), s = dim(x, 1), d = dim(x, 2);
+    Value e = dim(entries, 0), capacity = dim(entries, 2), h = dim(w1, 2);
+    auto staticDim = [](Type type, int64_t i) -> std::optional<int64_t> {
+      int64_t size = cast<ShapedType>(type).getDimSize(i);
+      if (ShapedType::isDynamic(size))
+        return std::nullopt;
+      return size;
+    };
+    std::optional<int64_t> staticH = staticDim(op.getW1().getType(), 2);
+    std::optional<int64_t> staticD = staticDim(xType, 2);
+
+    // One plane [G, S, D] per choice; plane i, row t is written by the
+    // expert holding choice i of t, if any.
+    auto planesType =
+        MemRefType::get({k, xType.getDimSize(0), xType.getDimSize(1),
+                         xType.getDimSize(2)},
+                        b.getF32Type());
+    SmallVector<Value> planeSizes;
+    for (auto [i, size] : llvm::enumerate(planesType.getShape()))
+      if (ShapedType::isDynamic(size))
+        planeSizes.push_back(i == 1 ? g : i == 2 ? s : d);
+    Value planes = memref::AllocOp::create(b, loc, planesType, planeSizes,
+                                           b.getI64IntegerAttr(64));
+    Value kIndex = indexConst(b, loc, k);
+    auto vectorType = VectorType::get({shape.lanes}, b.getF32Type());
+
+    scf::ForallOp::create(
+        b, loc,
+        ArrayRef<OpFoldResult>{memref::getMixedSize(b, loc, entries, 0),
+                               memref::getMixedSize(b, loc, x, 0)},
+        ValueRange{}, std::nullopt,
+        [&](OpBuilder &b, Location loc, ValueRange ivs) {
+          Value ex = ivs[0], gr = ivs[1];
+          Value rows = loadIndex(b, loc, fill, {ex, gr});
+          Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt,
+                                            rows, indexConst(b, loc, 0));
+          scf::IfOp::create(b, loc, any, [&](OpBuilder &b, Location loc) {
+            emitExpert(b, loc, ex, gr, rows, capacity, h, d, staticH, staticD,
+                       kIndex, x, weights, entries, w1, b1, w2, b2, planes,
+                       activation, vectorType);
+            scf::YieldOp::create(b, loc);
+          });
+          scf::InParallelOp::create(b, loc);
+        });
+
+    Value planesTensor = bufferization::ToTensorOp::create(
+        b, loc, RankedTensorType::get(planesType.getShape(), b.getF32Type()),
+        planes, /*restrict=*/true, /*writable=*/true);
+    rewriter.replaceOp(op, combinePlanes(b, loc, planesTensor,
+                                         adaptor.getSlots(), adaptor.getX(),
+                                         k));
+    return success();
+  }
+
+  /// The two GEMMs of expert `ex` in group `gr` over its `rows` filled slots.
+  void emitExpert(OpBuilder &b, Location loc, Value ex, Value gr, Value rows,
+                  Value capacity, Value h, Value d,
+                  std::optional<int64_t> staticH,
+                  std::optional<int64_t> staticD, Value kIndex, Value x,
+                  Value weights, Value entries, Value w1, Value b1, Value w2,
+                  Value b2, Value planes, Activation activation,
+                  VectorType vectorType) const {
+    // The token and the choice behind slot `row`.
+    auto entry = [&](OpBuilder &b, Location loc, Value row) {
+      return loadIndex(b, loc, entries, {ex, gr, row});
+    };
+    auto tokenOf = [&](OpBuilder &b, Location loc, Value row) {
+      return Value(arith::DivSIOp::create(b, loc, entry(b, loc, row), kIndex));
+    };
+    auto choiceOf = [&](OpBuilder &b, Location loc, Value row) {
+      return Value(arith::RemSIOp::create(b, loc, entry(b, loc, row), kIndex));
+    };
+    Value zeros = arith::ConstantOp::create(
+        b, loc, vectorType,
+        DenseElementsAttr::get(vectorType, b.getF32FloatAttr(0)));
+    auto zeroInit = [&](OpBuilder &, Location, Value, Value, Value) {
+      return zeros;
+    };
+
+    // GEMM 1: hidden[r] = act(x[g, t(r)] . w1[e] + b1[e]); hidden also
+    // holds the partial sums between blocks of k.
+    auto hiddenType = MemRefType::get(
+        {cast<MemRefType>(entries.getType()).getDimSize(2),
+         staticH ? *staticH : ShapedType::kDynamic},
+        b.getF32Type());
+    SmallVector<Value> hiddenSizes;
+    if (hiddenType.isDynamicDim(0))
+      hiddenSizes.push_back(capacity);
+    if (hiddenType.isDynamicDim(1))
+      hiddenSizes.push_back(h);
+    Value hidden = memref::AllocOp::create(b, loc, hiddenType, hiddenSizes,
+                                           b.getI64IntegerAttr(64));
+    GemmAccessors up;
+    up.loadA = [&](OpBuilder &b, Location loc, Value row, Value kk) {
+      return Value(memref::LoadOp::create(
+          b, loc, x, ValueRange{gr, tokenOf(b, loc, row), kk}));
+    };
+    up.loadB = [&](OpBuilder &b, Location loc, Value kk, Value n, Value mask) {
+      return loadVector(b, loc, vectorType, w1, {ex, kk, n}, mask);
+    };
+    up.initC = zeroInit;
+    up.loadPartial = [&](OpBuilder &b, Location loc, Value row, Value n,
+                         Value mask) {
+      return loadVector(b, loc, vectorType, hidden, {row, n}, mask);
+    };
+    up.storePartial = [&](OpBuilder &b, Location loc, Value row, Value n,
+                          Value acc, Value mask) {
+      storeVector(b, loc, acc, hidden, {row, n}, mask);
+    };
+    up.storeC = [&](OpBuilder &b, Location loc, Value row, Value n, Value acc,
+                    Value mask) {
+      Value bias = loadVector(b, loc, vectorType, b1, {ex, n}, mask);
+      Value v = arith::AddFOp::create(b, loc, acc, bias);
+      storeVector(b, loc, buildActivation(b, loc, activation, v), hidden,
+                  {row, n}, mask);
+    };
+    Value scratchUp = allocatePackedScratch(b, loc, h, d, shape);
+    emitGemm(b, loc, rows, h, d, staticH, shape, up, scratchUp,
+             /*parallelPanels=*/false);
+
+    // GEMM 2: plane[i, g, t] = (hidden[r] . w2[e] + b2[e]) * weight; the
+    // plane row of (t, i) holds the partial sums.
+    GemmAccessors down;
+    down.loadA = [&](OpBuilder &b, Location loc, Value row, Value kk) {
+      return Value(memref::LoadOp::create(b, loc, hidden, ValueRange{row, kk}));
+    };
+    down.loadB = [&](OpBuilder &b, Location loc, Value kk, Value n,
+                     Value mask) {
+      return loadVector(b, loc, vectorType, w2, {ex, kk, n}, mask);
+    };
+    down.initC = zeroInit;
+    auto planeRow = [&](OpBuilder &b, Location loc, Value row, Value n) {
+      return SmallVector<Value>{choiceOf(b, loc, row), gr,
+                                tokenOf(b, loc, row), n};
+    };
+    down.loadPartial = [&](OpBuilder &b, Location loc, Value row, Value n,
+                           Value mask) {
+      return loadVector(b, loc, vectorType, planes, planeRow(b, loc, row, n),
+                        mask);
+    };
+    down.storePartial = [&](OpBuilder &b, Location loc, Value row, Value n,
+                            Value acc, Value mask) {
+      storeVector(b, loc, acc, planes, planeRow(b, loc, row, n), mask);
+    };
+    down.storeC = [&](OpBuilder &b, Location loc, Value row, Value n,
+                      Value acc, Value mask) {
+      Value bias = loadVector(b, loc, vectorType, b2, {ex, n}, mask);
+      Value y = arith::AddFOp::create(b, loc, acc, bias);
+      Value w = memref::LoadOp::create(
+          b, loc, weights,
+          ValueRange{gr, tokenOf(b, loc, row), choiceOf(b, loc, row)});
+      Value scaled = arith::MulFOp::create(
+          b, loc, vector::BroadcastOp::create(b, loc, vectorType, w), y);
+      storeVector(b, loc, scaled, planes, planeRow(b, loc, row, n), mask);
+    };
+    Value scratchDown = allocatePackedScratch(b, loc, d, h, shape);
+    emitGemm(b, loc, rows, d, h, staticD, shape, down, scratchDown,
+             /*parallelPanels=*/false);
+  }
+
+  /// out[g, t] = sum over kept choices i, in order, of planes[i, g, t].
+  static Value combinePlanes(OpBuilder &b, Location loc, Value planes,
+                             Value slots, Value x, int64_t k) {
+    auto xType = cast<RankedTensorType>(x.getType());
+    SmallVector<OpFoldResult> xSizes = mixedSizes(b, loc, x);
+    SmallVector<Value> inputs;
+    for (int64_t i = 0; i < k; ++i) {
+      SmallVector<OpFoldResult> offsets = {b.getIndexAttr(i), b.getIndexAttr(0),
+                                           b.getIndexAttr(0), b.getIndexAttr(0)};
+      SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), xSizes[0],
+                                         xSizes[1], xSizes[2]};
+      inputs.push_back(tensor::ExtractSliceOp::create(
+          b, loc, xType, planes, offsets, sizes, unitStrides(b, 4)));
+    }
+    for (int64_t i = 0; i < k; ++i) {
+      SmallVector<OpFoldResult> offsets = {b.getIndexAttr(0), b.getIndexAttr(0),
+                                           b.getIndexAttr(i)};
+      SmallVector<OpFoldResult> sizes = {xSizes[0], xSizes[1],
+                                         b.getIndexAttr(1)};
+      auto sliceType = RankedTensorType::get(
+          {xType.getDimSize(0), xType.getDimSize(1)}, b.getI32Type());
+      inputs.push_back(tensor::ExtractSliceOp::create(
+          b, loc, sliceType, slots, offsets, sizes, unitStrides(b, 3)));
+    }
+    MLIRContext *ctx = b.getContext();
+    SmallVector<AffineMap> maps(k, b.getMultiDimIdentityMap(3));
+    maps.append(k, projectionMap(ctx, 3, {0, 1}));
+    maps.push_back(b.getMultiDimIdentityMap(3));
+    Value init = emptyTensor(b, loc, xSizes, b.getF32Type());
+    return linalg::GenericOp::create(
+               b, loc, xType, inputs, ValueRange{init}, maps,
+               SmallVector<utils::IteratorType>(3,
+                                                utils::IteratorType::parallel),
+               [&](OpBuilder &b, Location loc, ValueRange args) {
+                 Value zero = floatConst(b, loc, b.getF32Type(), 0);
+                 Value acc = zero;
+                 for (int64_t i = 0; i < k; ++i) {
+                   Value kept = arith::CmpIOp::create(
+                       b, loc, arith::CmpIPredicate::sge, args[k + i],
+                       i32Const(b, loc, 0));
+                   acc = arith::AddFOp::create(
+                       b, loc, acc,
+                       arith::SelectOp::create(b, loc, kept, args[i], zero));
+                 }
+                 linalg::YieldOp::create(b, loc, ValueRange{acc});
+               })
+        .getResult(0);
+  }
+
+  MicrokernelShape shape;
+};
+
+} // namespace
+
+void mlir::vmoe::lowering::populateFusedExpertsLoweringPatterns(
+    RewritePatternSet &patterns, const MicrokernelShape &shape) {
+  patterns.add<FusedExpertsOpLowering>(patterns.getContext(), shape);
+}
