@@ -43,8 +43,10 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
   VMoEBufferSizingPassOptions sizing;
   sizing.capacityRatio = options.capacityRatio;
   pm.addNestedPass<func::FuncOp>(createVMoEBufferSizingPass(sizing));
-  if (options.fuse)
+  if (options.fuse) {
     pm.addNestedPass<func::FuncOp>(createVMoEFuseExpertsPass());
+    pm.addNestedPass<func::FuncOp>(createVMoEFuseRoutingPass());
+  }
   ConvertVMoEToSCFPassOptions lowering;
   lowering.lanes = options.vectorWidth;
   pm.addNestedPass<func::FuncOp>(createConvertVMoEToSCFPass(lowering));

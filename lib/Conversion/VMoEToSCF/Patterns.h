@@ -29,6 +29,9 @@ void populateDispatchLoweringPatterns(RewritePatternSet &patterns);
 /// expert_ffn.
 void populateExpertLoweringPatterns(RewritePatternSet &patterns);
 
+/// fused_route (as route, bpr_sort and assign_slots per group).
+void populateFusedRouteLoweringPatterns(RewritePatternSet &patterns);
+
 /// fused_experts, with the microkernel register tile `shape`.
 void populateFusedExpertsLoweringPatterns(RewritePatternSet &patterns,
                                           const MicrokernelShape &shape);

@@ -33,6 +33,7 @@ void mlir::vmoe::populateVMoEToSCFConversionPatterns(
   lowering::populateRouteLoweringPatterns(patterns);
   lowering::populateDispatchLoweringPatterns(patterns);
   lowering::populateExpertLoweringPatterns(patterns);
+  lowering::populateFusedRouteLoweringPatterns(patterns);
   MicrokernelShape shape;
   shape.lanes = lanes;
   lowering::populateFusedExpertsLoweringPatterns(patterns, shape);

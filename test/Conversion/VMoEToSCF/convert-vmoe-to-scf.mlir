@@ -246,3 +246,24 @@ func.func @fused_experts(%x: tensor<1x8x16xf32>, %s: tensor<1x8x2xi32>, %w: tens
         tensor<4x16x32xf32>, tensor<4x32xf32>, tensor<4x32x16xf32>, tensor<4x16xf32>
   return %o : tensor<1x8x16xf32>
 }
+
+// -----
+
+// fused_route: one forall iteration per group routes a 1 x S slice (its own
+// contraction, softmax, top-k, BPR ranks and assignment).
+// CHECK-LABEL: func.func @fused_route
+// CHECK: scf.forall (%[[G:.*]]) in (3)
+// CHECK:   tensor.extract_slice %{{.*}}[%[[G]], 0, 0] [1, 8, 16] [1, 1, 1] : tensor<3x8x16xf32> to tensor<1x8x16xf32>
+// CHECK:   linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction", "parallel"]
+// CHECK:   math.exp
+// CHECK:   arith.maximumf
+// CHECK:   scf.forall
+// CHECK:   tensor.parallel_insert_slice %{{.*}} into %{{.*}}[0, %[[G]], 0] [4, 1, 3] [1, 1, 1] : tensor<4x1x3xi32> into tensor<4x3x3xi32>
+// CHECK-NOT: vmoe.
+func.func @fused_route(%x: tensor<3x8x16xf32>, %r: tensor<16x4xf32>)
+    -> (tensor<3x8x2xi32>, tensor<3x8x2xf32>, tensor<3x8x2xi32>, tensor<4x3x3xi32>, tensor<4x3xi32>) {
+  %ids, %w, %s, %e, %f = vmoe.fused_route %x, %r {k = 2 : i64, priority = #vmoe.priority_score<max>}
+      : tensor<3x8x16xf32>, tensor<16x4xf32>
+      -> tensor<3x8x2xi32>, tensor<3x8x2xf32>, tensor<3x8x2xi32>, tensor<4x3x3xi32>, tensor<4x3xi32>
+  return %ids, %w, %s, %e, %f : tensor<3x8x2xi32>, tensor<3x8x2xf32>, tensor<3x8x2xi32>, tensor<4x3x3xi32>, tensor<4x3xi32>
+}

@@ -724,3 +724,58 @@ func.func @negative_fused_experts_output(%x: tensor<1x8x16xf32>, %s: tensor<1x8x
          tensor<4x16x8xf32>, tensor<4x8xf32>, tensor<4x8x16xf32>, tensor<4x16xf32>) -> tensor<1x9x16xf32>
   return
 }
+
+// -----
+
+/// fused_route-C1: k <= E.
+func.func @negative_fused_route_k(%x: tensor<1x8x16xf32>, %r: tensor<16x4xf32>) {
+  // expected-error @+1 {{k (5) must not exceed the number of experts E (4)}}
+  %ids, %w, %s, %e, %f = vmoe.fused_route %x, %r {k = 5 : i64}
+      : tensor<1x8x16xf32>, tensor<16x4xf32>
+      -> tensor<1x8x5xi32>, tensor<1x8x5xf32>, tensor<1x8x5xi32>, tensor<4x1x2xi32>, tensor<4x1xi32>
+  return
+}
+
+// -----
+
+/// fused_route-C1: router dim 0 is the model width of x.
+func.func @negative_fused_route_router(%x: tensor<1x8x16xf32>, %r: tensor<8x4xf32>) {
+  // expected-error @+1 {{'router' dim 0 (8) must equal the model width D of 'x' (16)}}
+  %ids, %w, %s, %e, %f = vmoe.fused_route %x, %r {k = 2 : i64}
+      : tensor<1x8x16xf32>, tensor<8x4xf32>
+      -> tensor<1x8x2xi32>, tensor<1x8x2xf32>, tensor<1x8x2xi32>, tensor<4x1x2xi32>, tensor<4x1xi32>
+  return
+}
+
+// -----
+
+/// fused_route-C2: slots are G x S x k.
+func.func @negative_fused_route_slots(%x: tensor<1x8x16xf32>, %r: tensor<16x4xf32>) {
+  // expected-error @+1 {{'slots' must have shape 1x8x2 (G x S x k), got 1x8x1}}
+  %ids, %w, %s, %e, %f = vmoe.fused_route %x, %r {k = 2 : i64}
+      : tensor<1x8x16xf32>, tensor<16x4xf32>
+      -> tensor<1x8x2xi32>, tensor<1x8x2xf32>, tensor<1x8x1xi32>, tensor<4x1x2xi32>, tensor<4x1xi32>
+  return
+}
+
+// -----
+
+/// fused_route-C3: B is static.
+func.func @negative_fused_route_dynamic_capacity(%x: tensor<1x8x16xf32>, %r: tensor<16x4xf32>) {
+  // expected-error @+1 {{'slot_entries' must have a static B >= 1, got 4x1x?}}
+  %ids, %w, %s, %e, %f = vmoe.fused_route %x, %r {k = 2 : i64}
+      : tensor<1x8x16xf32>, tensor<16x4xf32>
+      -> tensor<1x8x2xi32>, tensor<1x8x2xf32>, tensor<1x8x2xi32>, tensor<4x1x?xi32>, tensor<4x1xi32>
+  return
+}
+
+// -----
+
+/// fused_route-C4: score_k only with sum_topk.
+func.func @negative_fused_route_score_k(%x: tensor<1x8x16xf32>, %r: tensor<16x4xf32>) {
+  // expected-error @+1 {{'score_k' is only used by priority sum_topk}}
+  %ids, %w, %s, %e, %f = vmoe.fused_route %x, %r {k = 2 : i64, priority = #vmoe.priority_score<max>, score_k = 2 : i64}
+      : tensor<1x8x16xf32>, tensor<16x4xf32>
+      -> tensor<1x8x2xi32>, tensor<1x8x2xf32>, tensor<1x8x2xi32>, tensor<4x1x2xi32>, tensor<4x1xi32>
+  return
+}

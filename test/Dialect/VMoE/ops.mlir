@@ -242,3 +242,27 @@ func.func @fused_experts(%x: tensor<1x400x512xf32>, %s: tensor<1x400x2xi32>, %w:
         tensor<32x512x2048xf32>, tensor<32x2048xf32>, tensor<32x2048x512xf32>, tensor<32x512xf32>
   return %o : tensor<1x400x512xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @fused_route_bpr_sum
+// CHECK: vmoe.fused_route %{{.*}}, %{{.*}} capacity(%{{.*}}) {k = 2 : i64, priority = #vmoe.priority_score<sum_topk>, score_k = 2 : i64}
+// CHECK-SAME: : tensor<1x400x512xf32>, tensor<512x32xf32> -> tensor<1x400x2xi32>, tensor<1x400x2xf32>, tensor<1x400x2xi32>, tensor<32x1x26xi32>, tensor<32x1xi32>
+func.func @fused_route_bpr_sum(%x: tensor<1x400x512xf32>, %r: tensor<512x32xf32>, %b: index) -> tensor<32x1xi32> {
+  %ids, %w, %s, %e, %f = vmoe.fused_route %x, %r capacity(%b)
+      {k = 2 : i64, priority = #vmoe.priority_score<sum_topk>, score_k = 2 : i64}
+      : tensor<1x400x512xf32>, tensor<512x32xf32>
+      -> tensor<1x400x2xi32>, tensor<1x400x2xf32>, tensor<1x400x2xi32>, tensor<32x1x26xi32>, tensor<32x1xi32>
+  return %f : tensor<32x1xi32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @fused_route_vanilla_topk_softmax
+// CHECK: vmoe.fused_route %{{.*}}, %{{.*}} {k = 1 : i64, normalize = true, order = #vmoe.route_order<topk_softmax>}
+func.func @fused_route_vanilla_topk_softmax(%x: tensor<2x8x16xf32>, %r: tensor<16x4xf32>) -> tensor<2x8x1xi32> {
+  %ids, %w, %s, %e, %f = vmoe.fused_route %x, %r {k = 1 : i64, normalize = true, order = #vmoe.route_order<topk_softmax>}
+      : tensor<2x8x16xf32>, tensor<16x4xf32>
+      -> tensor<2x8x1xi32>, tensor<2x8x1xf32>, tensor<2x8x1xi32>, tensor<4x2x2xi32>, tensor<4x2xi32>
+  return %ids : tensor<2x8x1xi32>
+}

@@ -442,5 +442,57 @@ LogicalResult FusedExpertsOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// FusedRouteOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult FusedRouteOp::verify() {
+  Operation *op = getOperation();
+  // fused_route-C1.
+  if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")) ||
+      failed(verifyRank(op, "router", getRouter(), 2, "D x E")))
+    return failure();
+  int64_t g = dimOf(getX(), 0), s = dimOf(getX(), 1), d = dimOf(getX(), 2);
+  int64_t e = dimOf(getRouter(), 1);
+  if (!dimsCompatible(dimOf(getRouter(), 0), d))
+    return emitOpError() << "'router' dim 0 (" << dimOf(getRouter(), 0)
+                         << ") must equal the model width D of 'x' (" << d
+                         << ")";
+  auto k = static_cast<int64_t>(getK());
+  if (!ShapedType::isDynamic(e) && k > e)
+    return emitOpError() << "k (" << k
+                         << ") must not exceed the number of experts E (" << e
+                         << ")";
+  // fused_route-C2.
+  if (failed(verifyShape(op, "expert_ids", getExpertIds(), {g, s, k},
+                         "G x S x k")) ||
+      failed(verifyShape(op, "weights", getWeights(), {g, s, k},
+                         "G x S x k")) ||
+      failed(verifyShape(op, "slots", getSlots(), {g, s, k}, "G x S x k")))
+    return failure();
+  // fused_route-C3.
+  if (failed(verifyShape(op, "slot_entries", getSlotEntries(),
+                         {e, g, ShapedType::kDynamic}, "E x G x B")))
+    return failure();
+  int64_t b = dimOf(getSlotEntries(), 2);
+  if (ShapedType::isDynamic(b) || b < 1)
+    return emitOpError() << "'slot_entries' must have a static B >= 1, got "
+                         << formatShape(
+                                cast<ShapedType>(getSlotEntries().getType())
+                                    .getShape());
+  if (failed(verifyShape(op, "fill", getFill(), {e, g}, "E x G")))
+    return failure();
+  // fused_route-C4.
+  if (std::optional<uint64_t> scoreK = getScoreK()) {
+    if (getPriority() != PriorityScore::sum_topk)
+      return emitOpError("'score_k' is only used by priority sum_topk");
+    auto value = static_cast<int64_t>(*scoreK);
+    if (value < 1 || (!ShapedType::isDynamic(e) && value > e))
+      return emitOpError() << "score_k (" << value << ") must be in [1, " << e
+                           << "]";
+  }
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "vmoe/Dialect/VMoE/IR/VMoEOps.cpp.inc"

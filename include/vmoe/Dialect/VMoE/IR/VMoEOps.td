@@ -420,4 +420,58 @@ def VMoE_FusedExpertsOp : VMoE_Op<"fused_experts", [Pure,
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// FusedRouteOp
+//===----------------------------------------------------------------------===//
+
+def VMoE_FusedRouteOp : VMoE_Op<"fused_route", [Pure]> {
+  let summary = "Routing, BPR order and slot assignment, group by group";
+  let description = [{
+    `route -> bpr_sort -> assign_slots` for one routing group at a time: the
+    gates, priority scores and order of a group live only while that group
+    is routed (no `G x S x E` gates tensor), and groups are independent.
+    The attributes are those of `vmoe.route` (`k`, `normalize`, `order`);
+    with `priority` present, tokens are placed in BPR order with that score
+    (`score_k` as `k` of bpr_sort), otherwise in token order. The optional
+    `capacity` operand lowers B (the dim of `slot_entries`) at run time.
+    Results are those of route (expert ids, weights) and assign_slots
+    (slots, slot entries, fill), bit for bit. Created by `vmoe-fuse-routing`.
+
+    Rules: fused_route-C1 (x `G x S x D`, router `D x E`, `k <= E`),
+    fused_route-C2 (expert_ids, weights, slots `G x S x k`), fused_route-C3
+    (slot_entries `E x G x B` with static B >= 1, fill `E x G`),
+    fused_route-C4 (`score_k` only with priority sum_topk, `<= E`).
+
+    ```mlir
+    %ids, %w, %slots, %entries, %fill = vmoe.fused_route %x, %router
+        {k = 2 : i64, priority = #vmoe.priority_score<max>}
+        : tensor<1x400x512xf32>, tensor<512x32xf32>
+        -> tensor<1x400x2xi32>, tensor<1x400x2xf32>, tensor<1x400x2xi32>,
+           tensor<32x1x26xi32>, tensor<32x1xi32>
+    ```
+  }];
+  let arguments = (ins
+    VMoE_FloatTensor:$x,
+    VMoE_FloatTensor:$router,
+    Optional<Index>:$runtime_capacity,
+    ConfinedAttr<I64Attr, [IntPositive]>:$k,
+    DefaultValuedAttr<BoolAttr, "false">:$normalize,
+    DefaultValuedAttr<VMoE_RouteOrderAttr, "RouteOrder::softmax_topk">:$order,
+    OptionalAttr<VMoE_PriorityScoreAttr>:$priority,
+    OptionalAttr<I64Attr>:$score_k
+  );
+  let results = (outs
+    VMoE_I32Tensor:$expert_ids,
+    VMoE_FloatTensor:$weights,
+    VMoE_I32Tensor:$slots,
+    VMoE_I32Tensor:$slot_entries,
+    VMoE_I32Tensor:$fill
+  );
+  let assemblyFormat = [{
+    $x `,` $router (`capacity` `(` $runtime_capacity^ `)`)? attr-dict
+    `:` type($x) `,` type($router) `->` type(results)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // VMOE_DIALECT_VMOE_IR_VMOEOPS_TD

@@ -47,6 +47,20 @@ def VMoEFuseExpertsPass : Pass<"vmoe-fuse-experts", "::mlir::func::FuncOp"> {
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }
 
+def VMoEFuseRoutingPass : Pass<"vmoe-fuse-routing", "::mlir::func::FuncOp"> {
+  let summary = "Fuse route, bpr_sort and assign_slots into fused_route";
+  let description = [{
+    Rewrites `assign_slots(route(x).expert_ids, bpr_sort(route(x).gates))`
+    (or without the order: vanilla routing) into one `vmoe.fused_route`
+    that routes group by group, so the gates, scores and order of all groups
+    are never materialized together. Applies when the gates feed nothing
+    but the bpr_sort, the order nothing but the assign_slots, and the router
+    has no training noise; other chains are left alone. Run after
+    vmoe-fuse-experts, which creates the assign_slots.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def VMoEApproximateMathPass : Pass<"vmoe-approximate-math"> {
   let summary = "Replace transcendental math ops with polynomial approximations";
   let description = [{
