@@ -110,4 +110,12 @@ void mlir::vmoe::registerVMoEPipelines() {
       "vmoe-lower-to-cpu",
       "Lower vmoe (tensors) to the LLVM dialect for the host CPU",
       buildVMoECPUPipeline);
+  PassPipelineRegistration<VMoENVVMPipelineOptions>(
+      "vmoe-lower-to-nvvm",
+      "Lower vmoe (tensors) to host LLVM code launching NVVM kernels (cubin)",
+      [](OpPassManager &pm, const VMoENVVMPipelineOptions &options) {
+        if (failed(buildVMoENVVMPipeline(pm, options)))
+          llvm::report_fatal_error("vmoe-lower-to-nvvm: a pass is not "
+                                   "registered");
+      });
 }

@@ -300,6 +300,13 @@ static void readManifest(const json::Object &object, Manifest &manifest,
     reader.fail("version", "must be 1, got " + Twine(*version));
   if (std::optional<StringRef> name = reader.getString("name"))
     manifest.name = name->str();
+  if (const json::Value *target = object.get("target")) {
+    std::optional<StringRef> value = target->getAsString();
+    if (!value || (*value != "cpu" && *value != "cuda"))
+      reader.fail("target", "must be \"cpu\" or \"cuda\"");
+    else
+      manifest.target = value->str();
+  }
   manifest.batchImages = reader.getInt("batch_images", 1, 1 << 20).value_or(0);
   if (const json::Object *image = reader.getObject("image")) {
     ObjectReader imageReader(*image, "image", error);

@@ -58,6 +58,8 @@ struct MoELayerInfo {
 /// A parsed and checked manifest.
 struct Manifest {
   std::string name;
+  /// "cpu" or "cuda": where the compiled code runs.
+  std::string target = "cpu";
   /// Images per compiled batch N.
   int64_t batchImages = 0;
   int64_t channels = 0;

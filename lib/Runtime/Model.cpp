@@ -43,12 +43,22 @@ llvm::Expected<std::unique_ptr<Model>> Model::load(StringRef manifestJson,
   model->manifest = std::move(*manifest);
   const Manifest &m = model->manifest;
 
-  if (!model->weights.allocate(m.weightsSize))
+  // A CUDA model reads its buffers from kernels: managed memory.
+  bool device = m.target == "cuda";
+  if (device) {
+    if (!hasCudaRuntime())
+      return llvm::createStringError(
+          "this model runs on CUDA but the executable lacks the GPU runtime");
+    char error[512];
+    if (vmoe_cuda_available(error, sizeof(error)) != 0)
+      return llvm::createStringError(Twine("no usable GPU: ") + error);
+  }
+  if (!model->weights.allocate(m.weightsSize, device))
     return llvm::createStringError("cannot allocate " + Twine(m.weightsSize) +
                                    " floats for the weights");
-  if (!model->batchImages.allocate(m.batchImages * m.imageSize()) ||
-      !model->batchLogits.allocate(m.batchImages * m.classes) ||
-      !model->batchStats.allocate(m.statsSize()))
+  if (!model->batchImages.allocate(m.batchImages * m.imageSize(), device) ||
+      !model->batchLogits.allocate(m.batchImages * m.classes, device) ||
+      !model->batchStats.allocate(m.statsSize(), device))
     return llvm::createStringError("cannot allocate the batch buffers");
   if (llvm::Error error = loadSafetensors(weightsPath, m, model->weights.get()))
     return std::move(error);
@@ -153,6 +163,12 @@ llvm::Error Model::forward(const float *images, int64_t count, double ratio,
         batchStats.get(), {numLayers, m.numExperts() + 1});
     _mlir_ciface_vmoe_forward(&imagesDesc, &weightsDesc, ratio, &logitsDesc,
                               &statsDesc);
+    if (manifest.target == "cuda") {
+      char error[512];
+      if (vmoe_cuda_synchronize() != 0 &&
+          vmoe_cuda_last_error(error, sizeof(error)) != 0)
+        return llvm::createStringError(Twine("GPU: ") + error);
+    }
 
     std::memcpy(logits + start * m.classes, batchLogits.get(),
                 sizeof(float) * real * m.classes);

@@ -181,3 +181,51 @@ Value mlir::vmoe::buildActivation(OpBuilder &b, Location loc,
   }
   llvm_unreachable("unknown activation");
 }
+
+Value mlir::vmoe::buildChoiceSum(OpBuilder &b, Location loc, Value planes,
+                               Value slots, Value x, int64_t k) {
+  auto xType = cast<RankedTensorType>(x.getType());
+  SmallVector<OpFoldResult> xSizes = mixedSizes(b, loc, x);
+  SmallVector<Value> inputs;
+  for (int64_t i = 0; i < k; ++i) {
+    SmallVector<OpFoldResult> offsets = {b.getIndexAttr(i), b.getIndexAttr(0),
+                                         b.getIndexAttr(0), b.getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), xSizes[0],
+                                       xSizes[1], xSizes[2]};
+    inputs.push_back(tensor::ExtractSliceOp::create(
+        b, loc, xType, planes, offsets, sizes, unitStrides(b, 4)));
+  }
+  for (int64_t i = 0; i < k; ++i) {
+    SmallVector<OpFoldResult> offsets = {b.getIndexAttr(0), b.getIndexAttr(0),
+                                         b.getIndexAttr(i)};
+    SmallVector<OpFoldResult> sizes = {xSizes[0], xSizes[1],
+                                       b.getIndexAttr(1)};
+    auto sliceType = RankedTensorType::get(
+        {xType.getDimSize(0), xType.getDimSize(1)}, b.getI32Type());
+    inputs.push_back(tensor::ExtractSliceOp::create(
+        b, loc, sliceType, slots, offsets, sizes, unitStrides(b, 3)));
+  }
+  MLIRContext *ctx = b.getContext();
+  SmallVector<AffineMap> maps(k, b.getMultiDimIdentityMap(3));
+  maps.append(k, projectionMap(ctx, 3, {0, 1}));
+  maps.push_back(b.getMultiDimIdentityMap(3));
+  Value init = emptyTensor(b, loc, xSizes, b.getF32Type());
+  return linalg::GenericOp::create(
+             b, loc, xType, inputs, ValueRange{init}, maps,
+             SmallVector<utils::IteratorType>(3,
+                                              utils::IteratorType::parallel),
+             [&](OpBuilder &b, Location loc, ValueRange args) {
+               Value zero = floatConst(b, loc, b.getF32Type(), 0);
+               Value acc = zero;
+               for (int64_t i = 0; i < k; ++i) {
+                 Value kept = arith::CmpIOp::create(
+                     b, loc, arith::CmpIPredicate::sge, args[k + i],
+                     i32Const(b, loc, 0));
+                 acc = arith::AddFOp::create(
+                     b, loc, acc,
+                     arith::SelectOp::create(b, loc, kept, args[i], zero));
+               }
+               linalg::YieldOp::create(b, loc, ValueRange{acc});
+             })
+      .getResult(0);
+}

@@ -24,6 +24,8 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
@@ -70,6 +72,12 @@ cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimization level (0-3)"),
                            cl::Prefix, cl::init(2), cl::cat(category));
 cl::opt<std::string> target("target", cl::desc("cpu (default) or cuda"),
                             cl::init("cpu"), cl::cat(category));
+cl::opt<std::string> gpuChip("gpu-chip",
+                             cl::desc("CUDA architecture (default sm_90)"),
+                             cl::init("sm_90"), cl::cat(category));
+cl::opt<std::string> cudaPath("cuda-path",
+                              cl::desc("CUDA toolkit (default /usr/local/cuda)"),
+                              cl::init("/usr/local/cuda"), cl::cat(category));
 cl::opt<std::string> mcpu("mcpu", cl::desc("Target CPU (default: native)"),
                           cl::init("native"), cl::cat(category));
 cl::opt<std::string> mattr("mattr", cl::desc("Target features (+a,-b)"),
@@ -215,10 +223,20 @@ static int link(const char *argv0, llvm::StringRef object) {
   args.push_back("-o");
   args.push_back(outputFile);
   args.push_back("-L" + dir);
-  // vmoe_runtime.link: one argument per line; lines starting with "main:"
-  // only for executables.
+  // vmoe_runtime.link (and vmoe_cuda_runtime.link for CUDA models): one
+  // argument per line; lines starting with "main:" only for executables.
+  std::string linkText = (*buffer)->getBuffer().str();
+  if (target == "cuda") {
+    llvm::SmallString<256> cudaLink(dir);
+    llvm::sys::path::append(cudaLink, "vmoe_cuda_runtime.link");
+    auto cudaBuffer = llvm::MemoryBuffer::getFile(cudaLink);
+    if (!cudaBuffer)
+      return fail("cannot read " + cudaLink + " (this build has no CUDA "
+                  "runtime: configure with the CUDA toolkit)");
+    linkText += "\n" + (*cudaBuffer)->getBuffer().str();
+  }
   llvm::SmallVector<llvm::StringRef> lines;
-  (*buffer)->getBuffer().split(lines, '\n', -1, false);
+  llvm::StringRef(linkText).split(lines, '\n', -1, false);
   for (llvm::StringRef line : lines) {
     line = line.trim();
     if (line.empty() || line.starts_with("#"))
@@ -254,21 +272,23 @@ int main(int argc, char **argv) {
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
+  // The NVVM pipeline parses upstream passes by name.
+  registerAllPasses();
   cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
   cl::ParseCommandLineOptions(
       argc, argv,
       "vmoe-compile: V-MoE model description -> executable, library, object, "
       "LLVM IR or MLIR\n");
 
-  if (target != "cpu")
-    return fail("--target=" + target + ": only 'cpu' is supported by this "
-                "build");
+  if (target != "cpu" && target != "cuda")
+    return fail("--target=" + target + ": must be 'cpu' or 'cuda'");
   if (optLevel > 3)
     return fail("-O" + llvm::Twine(optLevel) + ": the level must be 0-3");
 
   DialectRegistry registry;
   registerAllDialects(registry);
   registerAllExtensions(registry);
+  registerAllGPUToLLVMIRTranslations(registry);
   vmoe::registerVMoEDialects(registry);
   MLIRContext context(registry);
 
@@ -289,6 +309,7 @@ int main(int argc, char **argv) {
     frontend::BuildOptions options;
     options.groupsPerBatch = groupsPerBatch;
     options.maxCapacityRatio = maxCapacityRatio;
+    options.target = target;
     if (llvm::Error e = frontend::validateBuildOptions(*model, options))
       return fail(inputFile + ": " + llvm::toString(std::move(e)));
     module = frontend::buildModelModule(context, *model, options);
@@ -312,9 +333,17 @@ int main(int argc, char **argv) {
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
     return fail("bad pass manager options");
-  vmoe::VMoECPUPipelineOptions pipeline;
-  pipeline.parallel = parallel;
-  vmoe::buildVMoECPUPipeline(pm, pipeline);
+  if (target == "cuda") {
+    vmoe::VMoENVVMPipelineOptions pipeline;
+    pipeline.chip = gpuChip;
+    pipeline.toolkit = cudaPath;
+    if (failed(vmoe::buildVMoENVVMPipeline(pm, pipeline)))
+      return fail("the NVVM pipeline could not be built");
+  } else {
+    vmoe::VMoECPUPipelineOptions pipeline;
+    pipeline.parallel = parallel;
+    vmoe::buildVMoECPUPipeline(pm, pipeline);
+  }
   if (failed(pm.run(*module)))
     return 1; // The failing pass printed the diagnostic.
   if (emit == Emit::LlvmMlir)

@@ -37,6 +37,31 @@ def ConvertVMoEToSCFPass
   ];
 }
 
+def ConvertVMoEToGPUPass
+    : Pass<"convert-vmoe-to-gpu", "::mlir::func::FuncOp"> {
+  let summary = "Lower vmoe.fused_experts to tiled shared-memory GPU kernels";
+  let description = [{
+    Lowers every `vmoe.fused_experts` to two `gpu.launch` GEMM kernels (one
+    thread block per 64 x 64 tile, expert and group; shared-memory staging;
+    fma accumulation in k order) whose rows are gathered through the slot
+    tables and whose epilogues apply bias and activation, then bias, gate
+    weight and the scatter to per-choice planes; a final elementwise pass
+    adds each token's kept choices in choice order. Blocks past an expert's
+    fill exit at once. The other vmoe ops are left for convert-vmoe-to-scf,
+    whose parallel loops the NVVM pipeline maps to GPU threads.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::gpu::GPUDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
 def VMoEVectorizeContractionsPass
     : Pass<"vmoe-vectorize-contractions", "::mlir::func::FuncOp"> {
   let summary = "Lower buffer-level linalg contractions to a vector microkernel";

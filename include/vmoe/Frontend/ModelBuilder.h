@@ -34,6 +34,9 @@ struct BuildOptions {
   /// The largest capacity ratio the model may run at; buffers are sized for
   /// it. 0 picks max(C, 2).
   double maxCapacityRatio = 0;
+  /// Where the compiled code runs: "cpu" or "cuda" (recorded in the
+  /// manifest: the runtime gives a CUDA model managed memory).
+  std::string target = "cpu";
 };
 
 /// Images per compiled batch.

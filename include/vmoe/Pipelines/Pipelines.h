@@ -52,7 +52,41 @@ struct VMoECPUPipelineOptions
 void buildVMoECPUPipeline(OpPassManager &pm,
                           const VMoECPUPipelineOptions &options);
 
-/// Registers `vmoe-lower-to-cpu` with the global pass registry.
+/// Options of `vmoe-lower-to-nvvm`.
+struct VMoENVVMPipelineOptions
+    : public PassPipelineOptions<VMoENVVMPipelineOptions> {
+  PassOptions::Option<double> capacityRatio{
+      *this, "capacity-ratio",
+      llvm::cl::desc("Capacity ratio C for every unsized dispatch (0: each "
+                     "op's own)"),
+      llvm::cl::init(0.0)};
+  PassOptions::Option<std::string> chip{
+      *this, "chip", llvm::cl::desc("GPU architecture (sm_90, sm_80, ...)"),
+      llvm::cl::init("sm_90")};
+  PassOptions::Option<std::string> toolkit{
+      *this, "toolkit",
+      llvm::cl::desc("CUDA toolkit with ptxas (cubin) and libdevice"),
+      llvm::cl::init("/usr/local/cuda")};
+  PassOptions::Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("Kernel binary: bin (cubin, default), isa (PTX), fatbin"),
+      llvm::cl::init("bin")};
+  PassOptions::Option<int64_t> threadsPerBlock{
+      *this, "threads-per-block",
+      llvm::cl::desc("Threads of the blocks that run mapped parallel loops"),
+      llvm::cl::init(128)};
+};
+
+/// vmoe (tensors) -> host LLVM code launching NVVM kernels: buffer sizing
+/// and expert fusion, tiled GEMM kernels for the experts, the other ops as
+/// parallel loops mapped to blocks and threads, managed memory for host
+/// buffers, NVVM and a cubin through the toolkit's ptxas, then the host side
+/// to LLVM with calls of the mgpu runtime ABI.
+LogicalResult buildVMoENVVMPipeline(OpPassManager &pm,
+                                    const VMoENVVMPipelineOptions &options);
+
+/// Registers `vmoe-lower-to-cpu` and `vmoe-lower-to-nvvm` with the global
+/// pass registry.
 void registerVMoEPipelines();
 
 } // namespace mlir::vmoe

@@ -70,6 +70,12 @@ Value buildSoftmaxLastDim(OpBuilder &b, Location loc, Value input);
 Value buildActivation(OpBuilder &b, Location loc, Activation activation,
                       Value v);
 
+/// The combine of the fused expert lowerings: out[g, t] (shape of `x`) is
+/// the sum, over the choices i with slots[g, t, i] >= 0 and in choice
+/// order, of planes[i, g, t] (`planes` is k x G x S x D).
+Value buildChoiceSum(OpBuilder &b, Location loc, Value planes, Value slots,
+                     Value x, int64_t k);
+
 } // namespace mlir::vmoe
 
 #endif // VMOE_UTILS_TENSORBUILDERS_H

@@ -4,13 +4,15 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// vmoe.fused_experts -> one scf.forall over (expert, group) whose body runs
-// two microkernel GEMMs on the filled rows only:
+// vmoe.fused_experts -> one scf.forall over experts whose body runs two
+// microkernel GEMMs on the filled rows of all groups only (each expert's
+// weights are read once per call):
 //
-//   hidden[r] = act(x[g, t(r)] . w1[e] + b1[e])      (rows gathered from x)
-//   plane[i(r), g, t(r)] = (hidden[r] . w2[e] + b2[e]) * weights[g, t, i]
+//   hidden[r] = act(x[g(r), t(r)] . w1[e] + b1[e])   (rows gathered from x)
+//   plane[i(r), g(r), t(r)] = (hidden[r] . w2[e] + b2[e]) * weights[g, t, i]
 //
-// where slot r of expert e holds choice i of token t. Every (token, choice)
+// where row r is a filled slot of expert e in group g holding choice i of
+// token t. Every (token, choice)
 // has one writer, so a final elementwise pass adds the kept choices of each
 // token in choice order, exactly as vmoe.combine; nothing depends on the
 // schedule. The operands are read through bufferization.to_buffer; the
@@ -84,7 +86,7 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
           b, loc, memref::getMixedSize(b, loc, memref, i));
     };
     Value g = dim(x, 0), s = dim(x, 1), d = dim(x, 2);
-    Value e = dim(entries, 0), capacity = dim(entries, 2), h = dim(w1, 2);
+    Value capacity = dim(entries, 2), h = dim(w1, 2);
     auto staticDim = [](Type type, int64_t i) -> std::optional<int64_t> {
       int64_t size = cast<ShapedType>(type).getDimSize(i);
       if (ShapedType::isDynamic(size))
@@ -109,20 +111,49 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
     Value kIndex = indexConst(b, loc, k);
     auto vectorType = VectorType::get({shape.lanes}, b.getF32Type());
 
+    // One iteration per expert, over the filled rows of all its groups, so
+    // that each expert's weights are read once per call.
     scf::ForallOp::create(
         b, loc,
-        ArrayRef<OpFoldResult>{memref::getMixedSize(b, loc, entries, 0),
-                               memref::getMixedSize(b, loc, x, 0)},
+        ArrayRef<OpFoldResult>{memref::getMixedSize(b, loc, entries, 0)},
         ValueRange{}, std::nullopt,
         [&](OpBuilder &b, Location loc, ValueRange ivs) {
-          Value ex = ivs[0], gr = ivs[1];
-          Value rows = loadIndex(b, loc, fill, {ex, gr});
+          Value ex = ivs[0];
+          // rowGroup[r], rowEntry[r]: the group and the slot entry of row r,
+          // the filled slots of group 0, then of group 1, ...
+          Value maxRows = arith::MulIOp::create(b, loc, g, capacity);
+          auto tableType =
+              MemRefType::get({ShapedType::kDynamic}, b.getIndexType());
+          Value rowGroup = memref::AllocOp::create(b, loc, tableType,
+                                                   ValueRange{maxRows});
+          Value rowEntry = memref::AllocOp::create(b, loc, tableType,
+                                                   ValueRange{maxRows});
+          Value rows = buildLoop(
+              b, loc, g, {indexConst(b, loc, 0)},
+              [&](OpBuilder &b, Location loc, Value gr,
+                  ValueRange acc) -> SmallVector<Value> {
+                Value filled = loadIndex(b, loc, fill, {ex, gr});
+                buildLoop(b, loc, filled, {},
+                          [&](OpBuilder &b, Location loc, Value slot,
+                              ValueRange) -> SmallVector<Value> {
+                            Value r = arith::AddIOp::create(b, loc, acc[0],
+                                                            slot);
+                            memref::StoreOp::create(b, loc, gr, rowGroup,
+                                                    ValueRange{r});
+                            memref::StoreOp::create(
+                                b, loc, loadIndex(b, loc, entries,
+                                                  {ex, gr, slot}),
+                                rowEntry, ValueRange{r});
+                            return {};
+                          });
+                return {arith::AddIOp::create(b, loc, acc[0], filled)};
+              })[0];
           Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt,
                                             rows, indexConst(b, loc, 0));
           scf::IfOp::create(b, loc, any, [&](OpBuilder &b, Location loc) {
-            emitExpert(b, loc, ex, gr, rows, capacity, h, d, staticH, staticD,
-                       kIndex, x, weights, entries, w1, b1, w2, b2, planes,
-                       activation, vectorType);
+            emitExpert(b, loc, ex, rowGroup, rowEntry, rows, maxRows, h, d,
+                       staticH, staticD, kIndex, x, weights, w1, b1, w2, b2,
+                       planes, activation, vectorType);
             scf::YieldOp::create(b, loc);
           });
           scf::InParallelOp::create(b, loc);
@@ -131,23 +162,27 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
     Value planesTensor = bufferization::ToTensorOp::create(
         b, loc, RankedTensorType::get(planesType.getShape(), b.getF32Type()),
         planes, /*restrict=*/true, /*writable=*/true);
-    rewriter.replaceOp(op, combinePlanes(b, loc, planesTensor,
-                                         adaptor.getSlots(), adaptor.getX(),
-                                         k));
+    rewriter.replaceOp(op, buildChoiceSum(b, loc, planesTensor,
+                                          adaptor.getSlots(), adaptor.getX(),
+                                          k));
     return success();
   }
 
-  /// The two GEMMs of expert `ex` in group `gr` over its `rows` filled slots.
-  void emitExpert(OpBuilder &b, Location loc, Value ex, Value gr, Value rows,
-                  Value capacity, Value h, Value d,
+  /// The two GEMMs of expert `ex` over its `rows` filled slots (all
+  /// groups); row r is slot entry rowEntry[r] of group rowGroup[r].
+  void emitExpert(OpBuilder &b, Location loc, Value ex, Value rowGroup,
+                  Value rowEntry, Value rows, Value maxRows, Value h, Value d,
                   std::optional<int64_t> staticH,
                   std::optional<int64_t> staticD, Value kIndex, Value x,
-                  Value weights, Value entries, Value w1, Value b1, Value w2,
-                  Value b2, Value planes, Activation activation,
+                  Value weights, Value w1, Value b1, Value w2, Value b2,
+                  Value planes, Activation activation,
                   VectorType vectorType) const {
-    // The token and the choice behind slot `row`.
+    // The group, token and choice behind row `row`.
+    auto groupOf = [&](OpBuilder &b, Location loc, Value row) {
+      return Value(memref::LoadOp::create(b, loc, rowGroup, ValueRange{row}));
+    };
     auto entry = [&](OpBuilder &b, Location loc, Value row) {
-      return loadIndex(b, loc, entries, {ex, gr, row});
+      return Value(memref::LoadOp::create(b, loc, rowEntry, ValueRange{row}));
     };
     auto tokenOf = [&](OpBuilder &b, Location loc, Value row) {
       return Value(arith::DivSIOp::create(b, loc, entry(b, loc, row), kIndex));
@@ -165,12 +200,9 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
     // GEMM 1: hidden[r] = act(x[g, t(r)] . w1[e] + b1[e]); hidden also
     // holds the partial sums between blocks of k.
     auto hiddenType = MemRefType::get(
-        {cast<MemRefType>(entries.getType()).getDimSize(2),
-         staticH ? *staticH : ShapedType::kDynamic},
+        {ShapedType::kDynamic, staticH ? *staticH : ShapedType::kDynamic},
         b.getF32Type());
-    SmallVector<Value> hiddenSizes;
-    if (hiddenType.isDynamicDim(0))
-      hiddenSizes.push_back(capacity);
+    SmallVector<Value> hiddenSizes = {maxRows};
     if (hiddenType.isDynamicDim(1))
       hiddenSizes.push_back(h);
     Value hidden = memref::AllocOp::create(b, loc, hiddenType, hiddenSizes,
@@ -178,7 +210,8 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
     GemmAccessors up;
     up.loadA = [&](OpBuilder &b, Location loc, Value row, Value kk) {
       return Value(memref::LoadOp::create(
-          b, loc, x, ValueRange{gr, tokenOf(b, loc, row), kk}));
+          b, loc, x,
+          ValueRange{groupOf(b, loc, row), tokenOf(b, loc, row), kk}));
     };
     up.loadB = [&](OpBuilder &b, Location loc, Value kk, Value n, Value mask) {
       return loadVector(b, loc, vectorType, w1, {ex, kk, n}, mask);
@@ -215,7 +248,7 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
     };
     down.initC = zeroInit;
     auto planeRow = [&](OpBuilder &b, Location loc, Value row, Value n) {
-      return SmallVector<Value>{choiceOf(b, loc, row), gr,
+      return SmallVector<Value>{choiceOf(b, loc, row), groupOf(b, loc, row),
                                 tokenOf(b, loc, row), n};
     };
     down.loadPartial = [&](OpBuilder &b, Location loc, Value row, Value n,
@@ -233,7 +266,8 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       Value y = arith::AddFOp::create(b, loc, acc, bias);
       Value w = memref::LoadOp::create(
           b, loc, weights,
-          ValueRange{gr, tokenOf(b, loc, row), choiceOf(b, loc, row)});
+          ValueRange{groupOf(b, loc, row), tokenOf(b, loc, row),
+                     choiceOf(b, loc, row)});
       Value scaled = arith::MulFOp::create(
           b, loc, vector::BroadcastOp::create(b, loc, vectorType, w), y);
       storeVector(b, loc, scaled, planes, planeRow(b, loc, row, n), mask);
@@ -241,55 +275,6 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
     Value scratchDown = allocatePackedScratch(b, loc, d, h, shape);
     emitGemm(b, loc, rows, d, h, staticD, shape, down, scratchDown,
              /*parallelPanels=*/false);
-  }
-
-  /// out[g, t] = sum over kept choices i, in order, of planes[i, g, t].
-  static Value combinePlanes(OpBuilder &b, Location loc, Value planes,
-                             Value slots, Value x, int64_t k) {
-    auto xType = cast<RankedTensorType>(x.getType());
-    SmallVector<OpFoldResult> xSizes = mixedSizes(b, loc, x);
-    SmallVector<Value> inputs;
-    for (int64_t i = 0; i < k; ++i) {
-      SmallVector<OpFoldResult> offsets = {b.getIndexAttr(i), b.getIndexAttr(0),
-                                           b.getIndexAttr(0), b.getIndexAttr(0)};
-      SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), xSizes[0],
-                                         xSizes[1], xSizes[2]};
-      inputs.push_back(tensor::ExtractSliceOp::create(
-          b, loc, xType, planes, offsets, sizes, unitStrides(b, 4)));
-    }
-    for (int64_t i = 0; i < k; ++i) {
-      SmallVector<OpFoldResult> offsets = {b.getIndexAttr(0), b.getIndexAttr(0),
-                                           b.getIndexAttr(i)};
-      SmallVector<OpFoldResult> sizes = {xSizes[0], xSizes[1],
-                                         b.getIndexAttr(1)};
-      auto sliceType = RankedTensorType::get(
-          {xType.getDimSize(0), xType.getDimSize(1)}, b.getI32Type());
-      inputs.push_back(tensor::ExtractSliceOp::create(
-          b, loc, sliceType, slots, offsets, sizes, unitStrides(b, 3)));
-    }
-    MLIRContext *ctx = b.getContext();
-    SmallVector<AffineMap> maps(k, b.getMultiDimIdentityMap(3));
-    maps.append(k, projectionMap(ctx, 3, {0, 1}));
-    maps.push_back(b.getMultiDimIdentityMap(3));
-    Value init = emptyTensor(b, loc, xSizes, b.getF32Type());
-    return linalg::GenericOp::create(
-               b, loc, xType, inputs, ValueRange{init}, maps,
-               SmallVector<utils::IteratorType>(3,
-                                                utils::IteratorType::parallel),
-               [&](OpBuilder &b, Location loc, ValueRange args) {
-                 Value zero = floatConst(b, loc, b.getF32Type(), 0);
-                 Value acc = zero;
-                 for (int64_t i = 0; i < k; ++i) {
-                   Value kept = arith::CmpIOp::create(
-                       b, loc, arith::CmpIPredicate::sge, args[k + i],
-                       i32Const(b, loc, 0));
-                   acc = arith::AddFOp::create(
-                       b, loc, acc,
-                       arith::SelectOp::create(b, loc, kept, args[i], zero));
-                 }
-                 linalg::YieldOp::create(b, loc, ValueRange{acc});
-               })
-        .getResult(0);
   }
 
   MicrokernelShape shape;

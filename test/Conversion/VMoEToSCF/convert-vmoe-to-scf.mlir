@@ -222,14 +222,17 @@ func.func @assign_slots(%ids: tensor<2x8x2xi32>, %o: tensor<2x8xi32>) -> (tensor
 
 // -----
 
-// fused_experts: per (expert, group) with filled slots, two microkernel
-// GEMMs on the gathered rows writing per-choice planes, then the kept
-// choices of each token added in order.
+// fused_experts: per expert, a table of its filled rows over all groups,
+// then two microkernel GEMMs on those rows (gathered from x) writing
+// per-choice planes; then the kept choices of each token added in order.
 // CHECK-LABEL: func.func @fused_experts
 // CHECK: %[[PLANES:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x1x8x16xf32>
-// CHECK: scf.forall (%{{.*}}, %{{.*}}) in (4, 1)
+// CHECK: scf.forall (%{{.*}}) in (4)
+// CHECK:   memref.alloc(%{{.*}}) : memref<?xindex>
+// CHECK:   scf.for
+// CHECK:     scf.for
 // CHECK:   scf.if
-// CHECK:     memref.alloc() {{.*}} : memref<3x32xf32>
+// CHECK:     memref.alloc(%{{.*}}) {{.*}} : memref<?x32xf32>
 // CHECK:     vector.fma
 // CHECK:     vector.fma
 // CHECK: bufferization.to_tensor %[[PLANES]] restrict writable

@@ -89,4 +89,55 @@ def VMoELowerStridedCopiesPass : Pass<"vmoe-lower-strided-copies"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def VMoEGPUHostSharedAllocsPass
+    : Pass<"vmoe-gpu-host-shared-allocs", "::mlir::func::FuncOp"> {
+  let summary = "Host-side buffers become managed memory the GPU can read";
+  let description = [{
+    Every `memref.alloc` / `memref.dealloc` of host code (outside gpu.launch
+    and gpu.func) becomes `gpu.alloc host_shared` / `gpu.dealloc`: CUDA
+    managed memory, readable by kernels and by the host code between them.
+    Allocations inside kernels (per-thread scratch, static shapes only)
+    become `memref.alloca`, the thread's private memory.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def VMoEDeallocAtExitPass
+    : Pass<"vmoe-dealloc-at-exit", "::mlir::func::FuncOp"> {
+  let summary = "Free the function's top-level buffers before it returns";
+  let description = [{
+    The GPU path cannot use the ownership-based deallocation pipeline (GPU
+    launches and barriers have no declared memory effects). Its host code is
+    straight-line with destination-passing results, so every `memref.alloc`
+    in the entry block of a function is freed right before each return. An
+    allocation that escapes (returned, or stored into memory) is an error;
+    nested allocations are left for promote-buffers-to-stack.
+  }];
+}
+
+def VMoEContractToFMAPass : Pass<"vmoe-contract-to-fma"> {
+  let summary = "acc + a * b -> math.fma(a, b, acc) for f32";
+  let description = [{
+    Rewrites `arith.addf(acc, arith.mulf(a, b))` (the mulf used once) into
+    `math.fma(a, b, acc)`. The CPU microkernel accumulates contractions with
+    fma; applying this before GPU code generation makes GPU contractions
+    round the same way, so that routing decisions agree exactly across
+    backends.
+  }];
+  let dependentDialects = ["::mlir::math::MathDialect"];
+}
+
+def VMoEGPULinalgToLoopsPass
+    : Pass<"vmoe-gpu-linalg-to-loops", "::mlir::func::FuncOp"> {
+  let summary = "Buffer-level linalg ops to loops shaped for GPU mapping";
+  let description = [{
+    A linalg op nested in a parallel loop (scf.forall / scf.parallel) becomes
+    sequential loops (it runs inside one GPU thread); any other becomes an
+    scf.parallel over its parallel dims (a kernel of its own) with its
+    reductions sequential inside. Then scf.forall becomes scf.parallel.
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 #endif // VMOE_DIALECT_VMOE_TRANSFORMS_PASSES_TD

@@ -1,0 +1,206 @@
+//===- VMoEToGPU.cpp - convert-vmoe-to-gpu ----------------------*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// vmoe.fused_experts -> two tiled GEMM kernels (vmoe/Codegen/GPUGemm.h):
+//
+//   hidden[e, g, r] = act(x[g, t(r)] . w1[e] + b1[e])
+//   plane[i(r), g, t(r)] = (hidden[e, g, r] . w2[e] + b2[e]) * w[g, t, i]
+//
+// where slot r of expert e in group g holds choice i of token t, then the
+// choice-ordered sum of the planes (as on the CPU). The kernels read their
+// operands through bufferization.to_buffer; the scratch buffers are
+// memref.alloc ops (device-visible managed memory after
+// vmoe-gpu-host-shared-allocs).
+//
+//===----------------------------------------------------------------------===//
+
+#include "vmoe/Conversion/Passes.h"
+
+#include "vmoe/Codegen/GPUGemm.h"
+#include "vmoe/Dialect/VMoE/IR/VMoE.h"
+#include "vmoe/Utils/TensorBuilders.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+namespace mlir::vmoe {
+#define GEN_PASS_DEF_CONVERTVMOETOGPUPASS
+#include "vmoe/Conversion/Passes.h.inc"
+} // namespace mlir::vmoe
+
+using namespace mlir;
+using namespace mlir::vmoe;
+
+/// The identity-layout buffer of a ranked tensor, for reading.
+static Value readBuffer(OpBuilder &b, Location loc, Value tensor) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  return bufferization::ToBufferOp::create(
+      b, loc, MemRefType::get(type.getShape(), type.getElementType()), tensor,
+      /*read_only=*/true);
+}
+
+/// A dim of a memref as an index value (a constant when static).
+static Value dimValue(OpBuilder &b, Location loc, Value memref, int64_t i) {
+  return getValueOrCreateConstantIndexOp(
+      b, loc, memref::getMixedSize(b, loc, memref, i));
+}
+
+/// An i32 memref element as an index.
+static Value loadIndex(OpBuilder &b, Location loc, Value memref,
+                       ValueRange indices) {
+  Value v = memref::LoadOp::create(b, loc, memref, indices);
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+}
+
+namespace {
+
+struct FusedExpertsToGPU : OpConversionPattern<FusedExpertsOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(FusedExpertsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    OpBuilder &b = rewriter;
+    auto xType = op.getX().getType();
+    int64_t k = op.getSlots().getType().getDimSize(2);
+    if (ShapedType::isDynamic(k))
+      return rewriter.notifyMatchFailure(op, "k must be static");
+    if (!xType.getElementType().isF32())
+      return rewriter.notifyMatchFailure(op, "only f32 is lowered");
+    Activation activation = op.getActivation();
+
+    Value x = readBuffer(b, loc, adaptor.getX());
+    Value weights = readBuffer(b, loc, adaptor.getWeights());
+    Value entries = readBuffer(b, loc, adaptor.getSlotEntries());
+    Value fill = readBuffer(b, loc, adaptor.getFill());
+    Value w1 = readBuffer(b, loc, adaptor.getW1());
+    Value b1 = readBuffer(b, loc, adaptor.getB1());
+    Value w2 = readBuffer(b, loc, adaptor.getW2());
+    Value b2 = readBuffer(b, loc, adaptor.getB2());
+    Value g = dimValue(b, loc, x, 0), s = dimValue(b, loc, x, 1);
+    Value d = dimValue(b, loc, x, 2), e = dimValue(b, loc, entries, 0);
+    Value capacity = dimValue(b, loc, entries, 2), h = dimValue(b, loc, w1, 2);
+    Value kIndex = indexConst(b, loc, k);
+    Value batches = arith::MulIOp::create(b, loc, e, g);
+
+    // hidden [E, G, B, H] and one plane [G, S, D] per choice.
+    auto dynamic = ShapedType::kDynamic;
+    auto hiddenType = MemRefType::get({dynamic, dynamic, dynamic, dynamic},
+                                      b.getF32Type());
+    Value hidden = memref::AllocOp::create(b, loc, hiddenType,
+                                           ValueRange{e, g, capacity, h});
+    auto planesType = MemRefType::get(
+        {k, xType.getDimSize(0), xType.getDimSize(1), xType.getDimSize(2)},
+        b.getF32Type());
+    SmallVector<Value> planeSizes;
+    for (auto [i, size] : llvm::enumerate(planesType.getShape()))
+      if (ShapedType::isDynamic(size))
+        planeSizes.push_back(i == 1 ? g : i == 2 ? s : d);
+    Value planes = memref::AllocOp::create(b, loc, planesType, planeSizes);
+
+    // Batch entry z = e * G + g.
+    auto expertOf = [&](OpBuilder &b, Location loc, Value z) {
+      return Value(arith::DivUIOp::create(b, loc, z, g));
+    };
+    auto groupOf = [&](OpBuilder &b, Location loc, Value z) {
+      return Value(arith::RemUIOp::create(b, loc, z, g));
+    };
+    auto entry = [&](OpBuilder &b, Location loc, Value z, Value row) {
+      return loadIndex(b, loc, entries,
+                       {expertOf(b, loc, z), groupOf(b, loc, z), row});
+    };
+    auto rowCount = [&](OpBuilder &b, Location loc, Value z) {
+      return loadIndex(b, loc, fill, {expertOf(b, loc, z), groupOf(b, loc, z)});
+    };
+
+    GPUGemmAccessors up;
+    up.rowCount = rowCount;
+    up.loadA = [&](OpBuilder &b, Location loc, Value z, Value row, Value kk) {
+      Value t = arith::DivSIOp::create(b, loc, entry(b, loc, z, row), kIndex);
+      return Value(memref::LoadOp::create(
+          b, loc, x, ValueRange{groupOf(b, loc, z), t, kk}));
+    };
+    up.loadB = [&](OpBuilder &b, Location loc, Value z, Value kk, Value col) {
+      return Value(memref::LoadOp::create(
+          b, loc, w1, ValueRange{expertOf(b, loc, z), kk, col}));
+    };
+    up.storeC = [&](OpBuilder &b, Location loc, Value z, Value row, Value col,
+                    Value acc) {
+      Value ex = expertOf(b, loc, z);
+      Value bias = memref::LoadOp::create(b, loc, b1, ValueRange{ex, col});
+      Value v = arith::AddFOp::create(b, loc, acc, bias);
+      memref::StoreOp::create(
+          b, loc, buildActivation(b, loc, activation, v), hidden,
+          ValueRange{ex, groupOf(b, loc, z), row, col});
+    };
+    emitGPUGemm(b, loc, batches, capacity, h, d, up);
+
+    GPUGemmAccessors down;
+    down.rowCount = rowCount;
+    down.loadA = [&](OpBuilder &b, Location loc, Value z, Value row,
+                     Value kk) {
+      return Value(memref::LoadOp::create(
+          b, loc, hidden,
+          ValueRange{expertOf(b, loc, z), groupOf(b, loc, z), row, kk}));
+    };
+    down.loadB = [&](OpBuilder &b, Location loc, Value z, Value kk,
+                     Value col) {
+      return Value(memref::LoadOp::create(
+          b, loc, w2, ValueRange{expertOf(b, loc, z), kk, col}));
+    };
+    down.storeC = [&](OpBuilder &b, Location loc, Value z, Value row,
+                      Value col, Value acc) {
+      Value ex = expertOf(b, loc, z), gr = groupOf(b, loc, z);
+      Value id = entry(b, loc, z, row);
+      Value t = arith::DivSIOp::create(b, loc, id, kIndex);
+      Value i = arith::RemSIOp::create(b, loc, id, kIndex);
+      Value bias = memref::LoadOp::create(b, loc, b2, ValueRange{ex, col});
+      Value y = arith::AddFOp::create(b, loc, acc, bias);
+      Value w = memref::LoadOp::create(b, loc, weights, ValueRange{gr, t, i});
+      memref::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, w, y),
+                              planes, ValueRange{i, gr, t, col});
+    };
+    emitGPUGemm(b, loc, batches, capacity, d, h, down);
+
+    Value planesTensor = bufferization::ToTensorOp::create(
+        b, loc, RankedTensorType::get(planesType.getShape(), b.getF32Type()),
+        planes, /*restrict=*/true, /*writable=*/true);
+    rewriter.replaceOp(op, buildChoiceSum(b, loc, planesTensor,
+                                          adaptor.getSlots(), adaptor.getX(),
+                                          k));
+    return success();
+  }
+};
+
+} // namespace
+
+namespace mlir::vmoe {
+namespace {
+
+struct ConvertVMoEToGPUPass
+    : impl::ConvertVMoEToGPUPassBase<ConvertVMoEToGPUPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    ConversionTarget target(*ctx);
+    target.addIllegalOp<FusedExpertsOp>();
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    RewritePatternSet patterns(ctx);
+    patterns.add<FusedExpertsToGPU>(ctx);
+    if (failed(applyPartialConversion(getOperation(), target,
+                                      std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace mlir::vmoe

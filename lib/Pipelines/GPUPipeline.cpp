@@ -1,0 +1,93 @@
+//===- GPUPipeline.cpp - vmoe-lower-to-nvvm ---------------------*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// The pipeline from tensor-level vmoe IR to host LLVM code with NVVM
+// kernels. vmoe passes are added directly; the long tail of upstream GPU
+// passes is parsed from their textual pipeline, which keeps their options
+// readable and this file free of a dozen pass headers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "vmoe/Pipelines/Pipelines.h"
+
+#include "vmoe/Conversion/Passes.h"
+#include "vmoe/Dialect/VMoE/Transforms/Passes.h"
+
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+
+/// Appends a textual pipeline (on the module) to `pm`.
+static LogicalResult addTextual(OpPassManager &pm, StringRef pipeline) {
+  return parsePassPipeline(pipeline, pm, llvm::errs());
+}
+
+LogicalResult
+mlir::vmoe::buildVMoENVVMPipeline(OpPassManager &pm,
+                                  const VMoENVVMPipelineOptions &options) {
+  // vmoe -> fused experts on GPU kernels, the rest to tensor-level loops.
+  VMoEBufferSizingPassOptions sizing;
+  sizing.capacityRatio = options.capacityRatio;
+  pm.addNestedPass<func::FuncOp>(createVMoEBufferSizingPass(sizing));
+  pm.addNestedPass<func::FuncOp>(createVMoEFuseExpertsPass());
+  pm.addNestedPass<func::FuncOp>(createConvertVMoEToGPUPass());
+  pm.addNestedPass<func::FuncOp>(createConvertVMoEToSCFPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+
+  // Buffers: the function's buffers are freed when it returns (host code is
+  // straight-line; the ownership-based deallocation pipeline does not
+  // accept GPU launches); below, host buffers become managed memory and
+  // per-thread scratch the thread's private memory.
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  pm.addPass(createCanonicalizerPass());
+  pm.addNestedPass<func::FuncOp>(createVMoEDeallocAtExitPass());
+  pm.addPass(createVMoELowerStridedCopiesPass());
+  pm.addPass(createVMoEContractToFMAPass());
+
+  // Loops -> kernels: each top-level parallel loop is tiled by the block
+  // size and mapped to blocks x threads.
+  pm.addNestedPass<func::FuncOp>(createVMoEGPULinalgToLoopsPass());
+  std::string loops = llvm::formatv(
+      "func.func(scf-parallel-loop-tiling{{parallel-loop-tile-sizes={0} "
+      "no-min-max-bounds=true},gpu-map-parallel-loops,"
+      "convert-parallel-loops-to-gpu,canonicalize,cse)",
+      options.threadsPerBlock);
+  if (failed(addTextual(pm, loops)))
+    return failure();
+  pm.addNestedPass<func::FuncOp>(createVMoEGPUHostSharedAllocsPass());
+  if (failed(addTextual(pm, "lower-affine,gpu-kernel-outlining")))
+    return failure();
+  pm.addPass(createVMoEApproximateMathPass());
+
+  // Device code -> NVVM -> cubin (ptxas without fused multiply-add
+  // contraction: explicit fma ops only, as on the CPU).
+  std::string device = llvm::formatv(
+      "nvvm-attach-target{{chip={0} O=3},"
+      "gpu.module(convert-scf-to-cf,expand-strided-metadata,lower-affine,"
+      "convert-gpu-to-nvvm,canonicalize,cse,"
+      "reconcile-unrealized-casts),"
+      "gpu-module-to-binary{{format={1} toolkit={2} opts=--fmad=false}",
+      options.chip, options.format, options.toolkit);
+  if (failed(addTextual(pm, device)))
+    return failure();
+
+  // Host code -> LLVM with mgpu runtime calls.
+  return addTextual(
+      pm, "convert-scf-to-cf,expand-strided-metadata,lower-affine,"
+          "convert-math-to-llvm,convert-math-to-libm,convert-vector-to-llvm,"
+          "finalize-memref-to-llvm,convert-arith-to-llvm,"
+          "convert-index-to-llvm,gpu-to-llvm,convert-func-to-llvm,"
+          "convert-cf-to-llvm,reconcile-unrealized-casts,canonicalize");
+}
