@@ -62,10 +62,11 @@ def _run(stage, command, env=None):
                         f"exit status {done.returncode}\n{done.stderr}")
 
 
-def _prepare(case, case_dir):
+def _prepare(case, case_dir, keep_library=False):
     """Writes the MLIR, inputs and call manifest; returns the reference."""
-    shutil.rmtree(case_dir, ignore_errors=True)
-    os.makedirs(case_dir)
+    if not keep_library:
+        shutil.rmtree(case_dir, ignore_errors=True)
+    os.makedirs(case_dir, exist_ok=True)
     inputs = cases.make_inputs(case)
     with open(os.path.join(case_dir, "case.mlir"), "w") as f:
         f.write(cases.emit_mlir(case))
@@ -89,23 +90,34 @@ def _build_and_run(case_dir, args):
     def path(name):
         return os.path.join(case_dir, name)
 
-    _run("vmoe-opt", [args.vmoe_opt, path("case.mlir"), *args.pipeline_args,
-                      "-o", path("lowered.mlir")])
-    if args.verify_only:
-        return None
-    _run("mlir-translate", [args.mlir_translate, "--mlir-to-llvmir",
-                            path("lowered.mlir"), "-o", path("case.ll")])
-    _run("clang", [args.clang, "-shared", "-fPIC", "-O2", "-march=native",
-                   "-Wno-override-module", path("case.ll"), "-o",
-                   path("case.so"), f"-L{_LLVM_LIB}", f"-Wl,-rpath,{_LLVM_LIB}",
-                   "-lomp", "-lm"])
+    if args.prebuilt:
+        if not os.path.exists(path("case.so")):
+            raise ToolError("prebuilt", [path("case.so")],
+                            "missing: build the workdir with --build-only")
+    else:
+        _run("vmoe-opt", [args.vmoe_opt, path("case.mlir"),
+                          *args.pipeline_args, "-o", path("lowered.mlir")])
+        if args.verify_only:
+            return None
+        _run("mlir-translate", [args.mlir_translate, "--mlir-to-llvmir",
+                                path("lowered.mlir"), "-o", path("case.ll")])
+        # --as-needed: GPU cases do not use OpenMP, and a GPU machine that
+        # runs --prebuilt cases may not have LLVM's libomp.
+        _run("clang", [args.clang, "-shared", "-fPIC", "-O2", args.march,
+                       "-Wno-override-module", path("case.ll"), "-o",
+                       path("case.so"), "-Wl,--as-needed", f"-L{_LLVM_LIB}",
+                       f"-Wl,-rpath,{_LLVM_LIB}", "-lomp", "-lm",
+                       *args.extra_link_args])
     env = dict(os.environ)
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
     env["PYTHONPATH"] = os.pathsep.join(
         p for p in (_PYTHON_DIR, env.get("PYTHONPATH")) if p)
-    _run("run", [sys.executable, "-m", "vmoe_tools.run_case", case_dir],
-         env=env)
+    if args.build_only:
+        return None
+    run_args = ["--managed"] if args.target == "cuda" else []
+    _run("run", [sys.executable, "-m", "vmoe_tools.run_case", case_dir,
+                 *run_args], env=env)
     with np.load(path("outputs.npz")) as outputs:
         return {name: outputs[name] for name in outputs.files}
 
@@ -135,6 +147,20 @@ def compare(ref, got, rtol, floor):
     return None, max_abs, max_rel
 
 
+def _cuda_link_args(vmoe_opt):
+    """The link arguments of the GPU runtime (build/lib beside vmoe-opt)."""
+    lib_dir = os.path.join(os.path.dirname(os.path.abspath(vmoe_opt)), "..",
+                           "lib")
+    path = os.path.join(lib_dir, "vmoe_cuda_runtime.link")
+    if not os.path.exists(path):
+        raise SystemExit(f"check_layers: {path} is missing (a build without "
+                         "the CUDA toolkit?)")
+    with open(path) as f:
+        return [line.strip() for line in f
+                if line.strip() and not line.startswith("#")
+                and not line.startswith("main:")]
+
+
 def _parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python3 -m vmoe_tools.check_layers",
@@ -161,6 +187,12 @@ def _parse_args(argv):
         help="a textual pipeline, passed as "
              "--pass-pipeline=builtin.module(PIPELINE), e.g. "
              "'vmoe-lower-to-cpu{fuse=true}'")
+    parser.add_argument("--target", choices=("cpu", "cuda"), default="cpu",
+                        help="cuda: lower with vmoe-lower-to-nvvm, link the "
+                             "GPU runtime and run on the GPU with managed "
+                             "memory (default: cpu)")
+    parser.add_argument("--gpu-chip", default="sm_90",
+                        help="CUDA architecture for --target cuda")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--threads", type=int, default=0,
                         help="OMP_NUM_THREADS of the compiled code (for "
@@ -169,12 +201,29 @@ def _parse_args(argv):
     parser.add_argument("--floor", type=float, default=0.1,
                         help="absolute tolerance as a fraction of max|ref|, "
                              "times rtol (default: %(default)s)")
+    parser.add_argument("--build-only", action="store_true",
+                        help="lower, translate and link every case, but do "
+                             "not run it (GPU cases on a machine without a "
+                             "GPU)")
+    parser.add_argument("--prebuilt", action="store_true",
+                        help="run the case libraries already in --workdir "
+                             "(from --build-only) without building them: "
+                             "GPU machines without LLVM")
     parser.add_argument("--verify-only", action="store_true",
                         help="only emit the MLIR and check that vmoe-opt "
                              "parses and verifies it (no lowering)")
     parser.add_argument("--list", action="store_true",
                         help="list the selected cases and exit")
     args = parser.parse_args(argv)
+    if args.prebuilt and not args.workdir:
+        parser.error("--prebuilt needs --workdir")
+    # Host code of GPU cases may run on another machine's CPU.
+    args.march = "-march=x86-64-v2" if args.target == "cuda" else "-march=native"
+    args.extra_link_args = []
+    if args.target == "cuda" and not args.prebuilt:
+        args.extra_link_args = _cuda_link_args(args.vmoe_opt)
+        if not args.pipeline and args.pass_pipeline_arg == "--vmoe-lower-to-cpu":
+            args.pipeline = f"vmoe-lower-to-nvvm{{chip={args.gpu_chip}}}"
     if args.verify_only:
         args.pipeline_args = []
     elif args.pipeline:
@@ -219,7 +268,8 @@ def _check(selected, workdir, args):
     os.makedirs(workdir, exist_ok=True)
     dirs = [os.path.join(workdir, case["name"]) for case in selected]
     # References first, in this thread: torch stays out of the workers.
-    refs = [_prepare(case, d) for case, d in zip(selected, dirs)]
+    refs = [_prepare(case, d, keep_library=args.prebuilt)
+            for case, d in zip(selected, dirs)]
     passed, mismatched, broken = 0, 0, 0
     worst = (0.0, None)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
@@ -236,7 +286,8 @@ def _check(selected, workdir, args):
                 continue
             if got is None:
                 passed += 1
-                print(f"VERIFIED {name}", flush=True)
+                print(f"{'BUILT' if args.build_only else 'VERIFIED'} {name}",
+                      flush=True)
                 continue
             problem, max_abs, max_rel = compare(ref, got, args.rtol,
                                                 args.floor)

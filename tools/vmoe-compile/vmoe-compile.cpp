@@ -274,7 +274,8 @@ int main(int argc, char **argv) {
   registerPassManagerCLOptions();
   // The NVVM pipeline parses upstream passes by name.
   registerAllPasses();
-  cl::HideUnrelatedOptions({&category, &cl::getGeneralCategory()});
+  // The MLIR and LLVM debugging options stay usable, listed by --help-hidden.
+  cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
       "vmoe-compile: V-MoE model description -> executable, library, object, "
