@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include <malloc.h>
 #include <unistd.h>
 
 using namespace vmoe::runtime;
@@ -391,7 +392,18 @@ static int run(const Options &options) {
   return 0;
 }
 
+/// Keeps freed memory in the heap. Compiled models allocate their
+/// intermediate buffers per call; with glibc's defaults, buffers over
+/// 128 KiB are mmap'ed and unmapped on every call, and the page faults that
+/// zero them again cost more than the arithmetic of small models (digits:
+/// 2.4 ms vs 1.1 ms per batch).
+static void keepFreedMemory() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20); // glibc's largest on 64-bit
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+}
+
 int main(int argc, char **argv) {
+  keepFreedMemory();
   // LLVMSupport registers --stats (LLVM's statistics) on first use of the
   // option registry; the model's --stats takes its place.
   auto &registered = cl::getRegisteredOptions();

@@ -7,6 +7,7 @@
 #include "vmoe/Utils/TensorBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -50,6 +51,24 @@ Value mlir::vmoe::filledTensor(OpBuilder &b, Location loc,
   Value empty = emptyTensor(b, loc, sizes, value.getType());
   return linalg::FillOp::create(b, loc, ValueRange{value}, ValueRange{empty})
       .getResult(0);
+}
+
+Value mlir::vmoe::readOnlyBuffer(OpBuilder &b, Location loc, Value tensor) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  // Row-major strides; dynamic from the first dynamic inner size on.
+  SmallVector<int64_t> strides(type.getRank(), 1);
+  for (int64_t i = type.getRank() - 2; i >= 0; --i) {
+    int64_t inner = type.getDimSize(i + 1);
+    strides[i] = ShapedType::isDynamic(inner) ||
+                         ShapedType::isDynamic(strides[i + 1])
+                     ? ShapedType::kDynamic
+                     : inner * strides[i + 1];
+  }
+  auto layout =
+      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic, strides);
+  return bufferization::ToBufferOp::create(
+      b, loc, MemRefType::get(type.getShape(), type.getElementType(), layout),
+      tensor, /*read_only=*/true);
 }
 
 SmallVector<OpFoldResult> mlir::vmoe::unitStrides(OpBuilder &b, int64_t rank) {

@@ -20,6 +20,12 @@
 
 namespace mlir::vmoe {
 
+/// A read-only buffer of a ranked tensor for hand-written loops: row-major
+/// and contiguous, at any offset, so that a slice of a larger buffer (a
+/// model's weights) is read in place instead of copied. A non-contiguous
+/// source is copied by bufferization.
+Value readOnlyBuffer(OpBuilder &b, Location loc, Value tensor);
+
 /// An `index` constant.
 Value indexConst(OpBuilder &b, Location loc, int64_t value);
 

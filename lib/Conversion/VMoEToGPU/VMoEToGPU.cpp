@@ -38,14 +38,6 @@ namespace mlir::vmoe {
 using namespace mlir;
 using namespace mlir::vmoe;
 
-/// The identity-layout buffer of a ranked tensor, for reading.
-static Value readBuffer(OpBuilder &b, Location loc, Value tensor) {
-  auto type = cast<RankedTensorType>(tensor.getType());
-  return bufferization::ToBufferOp::create(
-      b, loc, MemRefType::get(type.getShape(), type.getElementType()), tensor,
-      /*read_only=*/true);
-}
-
 /// A dim of a memref as an index value (a constant when static).
 static Value dimValue(OpBuilder &b, Location loc, Value memref, int64_t i) {
   return getValueOrCreateConstantIndexOp(
@@ -77,14 +69,14 @@ struct FusedExpertsToGPU : OpConversionPattern<FusedExpertsOp> {
       return rewriter.notifyMatchFailure(op, "only f32 is lowered");
     Activation activation = op.getActivation();
 
-    Value x = readBuffer(b, loc, adaptor.getX());
-    Value weights = readBuffer(b, loc, adaptor.getWeights());
-    Value entries = readBuffer(b, loc, adaptor.getSlotEntries());
-    Value fill = readBuffer(b, loc, adaptor.getFill());
-    Value w1 = readBuffer(b, loc, adaptor.getW1());
-    Value b1 = readBuffer(b, loc, adaptor.getB1());
-    Value w2 = readBuffer(b, loc, adaptor.getW2());
-    Value b2 = readBuffer(b, loc, adaptor.getB2());
+    Value x = readOnlyBuffer(b, loc, adaptor.getX());
+    Value weights = readOnlyBuffer(b, loc, adaptor.getWeights());
+    Value entries = readOnlyBuffer(b, loc, adaptor.getSlotEntries());
+    Value fill = readOnlyBuffer(b, loc, adaptor.getFill());
+    Value w1 = readOnlyBuffer(b, loc, adaptor.getW1());
+    Value b1 = readOnlyBuffer(b, loc, adaptor.getB1());
+    Value w2 = readOnlyBuffer(b, loc, adaptor.getW2());
+    Value b2 = readOnlyBuffer(b, loc, adaptor.getB2());
     Value g = dimValue(b, loc, x, 0), s = dimValue(b, loc, x, 1);
     Value d = dimValue(b, loc, x, 2), e = dimValue(b, loc, entries, 0);
     Value capacity = dimValue(b, loc, entries, 2), h = dimValue(b, loc, w1, 2);

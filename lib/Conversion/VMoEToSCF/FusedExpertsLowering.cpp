@@ -37,14 +37,6 @@ using namespace mlir;
 using namespace mlir::vmoe;
 using namespace mlir::vmoe::lowering;
 
-/// The identity-layout buffer of a ranked tensor, for reading.
-static Value readBuffer(OpBuilder &b, Location loc, Value tensor) {
-  auto type = cast<RankedTensorType>(tensor.getType());
-  return bufferization::ToBufferOp::create(
-      b, loc, MemRefType::get(type.getShape(), type.getElementType()), tensor,
-      /*read_only=*/true);
-}
-
 /// memref.load of an i32 as an index.
 static Value loadIndex(OpBuilder &b, Location loc, Value memref,
                        ValueRange indices) {
@@ -73,14 +65,14 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       return rewriter.notifyMatchFailure(op, "only f32 is lowered");
     Activation activation = op.getActivation();
 
-    Value x = readBuffer(b, loc, adaptor.getX());
-    Value weights = readBuffer(b, loc, adaptor.getWeights());
-    Value entries = readBuffer(b, loc, adaptor.getSlotEntries());
-    Value fill = readBuffer(b, loc, adaptor.getFill());
-    Value w1 = readBuffer(b, loc, adaptor.getW1());
-    Value b1 = readBuffer(b, loc, adaptor.getB1());
-    Value w2 = readBuffer(b, loc, adaptor.getW2());
-    Value b2 = readBuffer(b, loc, adaptor.getB2());
+    Value x = readOnlyBuffer(b, loc, adaptor.getX());
+    Value weights = readOnlyBuffer(b, loc, adaptor.getWeights());
+    Value entries = readOnlyBuffer(b, loc, adaptor.getSlotEntries());
+    Value fill = readOnlyBuffer(b, loc, adaptor.getFill());
+    Value w1 = readOnlyBuffer(b, loc, adaptor.getW1());
+    Value b1 = readOnlyBuffer(b, loc, adaptor.getB1());
+    Value w2 = readOnlyBuffer(b, loc, adaptor.getW2());
+    Value b2 = readOnlyBuffer(b, loc, adaptor.getB2());
     auto dim = [&](Value memref, int64_t i) {
       return getValueOrCreateConstantIndexOp(
           b, loc, memref::getMixedSize(b, loc, memref, i));

@@ -225,7 +225,10 @@ func.func @assign_slots(%ids: tensor<2x8x2xi32>, %o: tensor<2x8xi32>) -> (tensor
 // fused_experts: per expert, a table of its filled rows over all groups,
 // then two microkernel GEMMs on those rows (gathered from x) writing
 // per-choice planes; then the kept choices of each token added in order.
+// Operands are read in place at any offset (weights sliced from a model's
+// flat buffer are not copied).
 // CHECK-LABEL: func.func @fused_experts
+// CHECK: bufferization.to_buffer %{{.*}} read_only : tensor<4x16x32xf32> to memref<4x16x32xf32, strided<[512, 32, 1], offset: ?>>
 // CHECK: %[[PLANES:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x1x8x16xf32>
 // CHECK: scf.forall (%{{.*}}) in (4)
 // CHECK:   memref.alloc(%{{.*}}) : memref<?xindex>
