@@ -21,6 +21,7 @@ config.test_exec_root = os.path.join(config.vmoe_obj_root, "test")
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%shlibext", config.llvm_shlib_ext))
 config.substitutions.append(("%vmoe_src_root", config.vmoe_src_root))
+config.substitutions.append(("%vmoe_obj_root", config.vmoe_obj_root))
 config.substitutions.append(("%vmoe_lib_dir", config.vmoe_lib_dir))
 config.substitutions.append(("%vmoe_tools_dir", config.vmoe_tools_dir))
 
