@@ -40,6 +40,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/Target/TargetMachine.h"
 
 using namespace mlir;
@@ -82,6 +83,11 @@ cl::opt<std::string> mcpu("mcpu", cl::desc("Target CPU (default: native)"),
                           cl::init("native"), cl::cat(category));
 cl::opt<std::string> mattr("mattr", cl::desc("Target features (+a,-b)"),
                            cl::cat(category));
+cl::opt<unsigned> vectorWidth(
+    "vector-width",
+    cl::desc("f32 lanes of the CPU kernels' vectors (0: 16 with AVX-512, "
+             "else 8)"),
+    cl::init(0), cl::cat(category));
 cl::opt<bool> parallel("parallel",
                        cl::desc("Parallel loops on OpenMP threads (default)"),
                        cl::init(true), cl::cat(category));
@@ -331,6 +337,14 @@ int main(int argc, char **argv) {
   if (emit == Emit::Mlir)
     return printModule(*module);
 
+  vmoe::CodegenOptions codegen;
+  codegen.optLevel = optLevel;
+  codegen.cpu = mcpu;
+  codegen.features = mattr;
+  auto machine = vmoe::createTargetMachine(codegen);
+  if (!machine)
+    return fail(llvm::toString(machine.takeError()));
+
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
     return fail("bad pass manager options");
@@ -343,6 +357,11 @@ int main(int argc, char **argv) {
   } else {
     vmoe::VMoECPUPipelineOptions pipeline;
     pipeline.parallel = parallel;
+    pipeline.vectorWidth = vectorWidth ? vectorWidth
+                           : (*machine)->getMCSubtargetInfo()->checkFeatures(
+                                 "+avx512f")
+                               ? 16
+                               : 8;
     vmoe::buildVMoECPUPipeline(pm, pipeline);
   }
   if (failed(pm.run(*module)))
@@ -350,13 +369,6 @@ int main(int argc, char **argv) {
   if (emit == Emit::LlvmMlir)
     return printModule(*module);
 
-  vmoe::CodegenOptions codegen;
-  codegen.optLevel = optLevel;
-  codegen.cpu = mcpu;
-  codegen.features = mattr;
-  auto machine = vmoe::createTargetMachine(codegen);
-  if (!machine)
-    return fail(llvm::toString(machine.takeError()));
   llvm::LLVMContext llvmContext;
   auto llvmModule =
       vmoe::translateAndOptimize(*module, llvmContext, **machine, optLevel);

@@ -33,7 +33,11 @@ def ConvertVMoEToSCFPass
   ];
   let options = [
     Option<"lanes", "vector-width", "int64_t", /*default=*/"8",
-           "f32 lanes per vector register of the fused expert kernels">
+           "f32 lanes per vector register of the fused expert kernels">,
+    Option<"tileRows", "tile-rows", "int64_t", /*default=*/"6",
+           "Rows of the register tile of the fused expert kernels">,
+    Option<"tileVectors", "tile-vectors", "int64_t", /*default=*/"2",
+           "Vectors per row of the register tile of the fused expert kernels">
   ];
 }
 

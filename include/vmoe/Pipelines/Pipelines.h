@@ -44,6 +44,16 @@ struct VMoECPUPipelineOptions
       *this, "vector-width",
       llvm::cl::desc("f32 lanes per vector register (8: AVX2, 16: AVX-512)"),
       llvm::cl::init(8)};
+  PassOptions::Option<int64_t> tileRows{
+      *this, "tile-rows",
+      llvm::cl::desc("Rows of the microkernel's register tile (0: 8 for 16 "
+                     "lanes, else 6)"),
+      llvm::cl::init(0)};
+  PassOptions::Option<int64_t> tileVectors{
+      *this, "tile-vectors",
+      llvm::cl::desc("Vectors per row of the register tile (0: 3 for 16 "
+                     "lanes, else 2)"),
+      llvm::cl::init(0)};
 };
 
 /// vmoe (tensors) -> LLVM dialect for the host CPU: buffer sizing, the vmoe

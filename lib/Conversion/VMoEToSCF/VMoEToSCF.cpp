@@ -29,13 +29,11 @@ using namespace mlir;
 using namespace mlir::vmoe;
 
 void mlir::vmoe::populateVMoEToSCFConversionPatterns(
-    RewritePatternSet &patterns, int64_t lanes) {
+    RewritePatternSet &patterns, const MicrokernelShape &shape) {
   lowering::populateRouteLoweringPatterns(patterns);
   lowering::populateDispatchLoweringPatterns(patterns);
   lowering::populateExpertLoweringPatterns(patterns);
   lowering::populateFusedRouteLoweringPatterns(patterns);
-  MicrokernelShape shape;
-  shape.lanes = lanes;
   lowering::populateFusedExpertsLoweringPatterns(patterns, shape);
 }
 
@@ -51,8 +49,14 @@ struct ConvertVMoEToSCFPass
     ConversionTarget target(*ctx);
     target.addIllegalDialect<VMoEDialect>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    if (lanes < 1 || tileRows < 1 || tileVectors < 1) {
+      getOperation()->emitError("vector-width, tile-rows and tile-vectors "
+                                "must be positive");
+      return signalPassFailure();
+    }
     RewritePatternSet patterns(ctx);
-    populateVMoEToSCFConversionPatterns(patterns, lanes);
+    populateVMoEToSCFConversionPatterns(
+        patterns, MicrokernelShape{tileRows, tileVectors, lanes});
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();

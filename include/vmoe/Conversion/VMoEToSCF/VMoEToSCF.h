@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "vmoe/Codegen/Microkernel.h"
+
 namespace mlir {
 class RewritePatternSet;
 } // namespace mlir
@@ -17,9 +19,9 @@ namespace mlir::vmoe {
 
 /// Adds the patterns that lower every vmoe op to tensor-level linalg, scf,
 /// tensor, arith and math IR (vmoe.fused_experts to memref-level
-/// microkernel loops with `lanes` f32 lanes per vector).
+/// microkernel loops with register tiles of `shape`).
 void populateVMoEToSCFConversionPatterns(RewritePatternSet &patterns,
-                                         int64_t lanes = 8);
+                                         const MicrokernelShape &shape = {});
 
 } // namespace mlir::vmoe
 
