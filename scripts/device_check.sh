@@ -11,7 +11,9 @@
 #       1. the layer matrix on the GPU against the PyTorch reference (1e-5);
 #       2. the digits model on the GPU against the CPU logits (1e-4) and its
 #          images/s (--bench);
-#       3. the cuBLAS roofline of bench/cuda (nvcc) for the V-MoE-S/32 layer.
+#       3. the MoE layers of bench/ (V-MoE-S/32 with 1 and 4 groups, B-size)
+#          compiled for the GPU: median ms, checked against PyTorch, next to
+#          the cuBLAS roofline of bench/cuda (built with nvcc there).
 #
 # With the device tool: run(command="scripts/device_check.sh run",
 # carry=["build/device"], timeout_s=420).
@@ -31,6 +33,7 @@ prepare() {
     --build-only --workdir "$bundle/cases") | tail -1
   # Only what the run needs travels.
   find "$bundle/cases" \( -name '*.ll' -o -name '*.mlir' \) -delete
+  "$py" "$root/bench/gpu_layer_bench.py" build --out "$bundle/layers" --chip "$chip"
   local model="$root/examples/digits/digits.json"
   "$bin/vmoe-compile" "$model" --target=cuda --gpu-chip="$chip" \
     --mcpu=x86-64-v2 -o "$bundle/digits-cuda"
@@ -72,13 +75,15 @@ EOF
   else
     status=1
   fi
-  echo "== 3. cuBLAS roofline"
-  if command -v nvcc >/dev/null; then
-    nvcc -O3 -arch="$chip" "$root/bench/cuda/cublas_roofline.cu" -lcublas \
-      -o "$bundle/cublas_roofline" && "$bundle/cublas_roofline" --size s32-g1 || status=1
+  echo "== 3. MoE layers on the GPU vs the cuBLAS roofline"
+  local cublas=()
+  if command -v nvcc >/dev/null && nvcc -O3 -arch="$chip" \
+      "$root/bench/cuda/cublas_roofline.cu" -lcublas -o "$bundle/cublas_roofline"; then
+    cublas=(--cublas "$bundle/cublas_roofline")
   else
-    echo "nvcc not found; skipped"
+    echo "nvcc failed or missing: no cuBLAS rows"; status=1
   fi
+  "$py" "$root/bench/gpu_layer_bench.py" run --dir "$bundle/layers" "${cublas[@]}" || status=1
   exit "$status"
 }
 
