@@ -1,0 +1,92 @@
+//===- Attention.cpp - Multi-head self-attention ----------------*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// Attention keeps heads as a tensor dim instead of transposing: q kᵀ and
+// the product with v are contractions over [N, T, heads, dh] views of the
+// qkv projection.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ForwardBuilder.h"
+
+#include "vmoe/Utils/TensorBuilders.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::vmoe;
+using namespace mlir::vmoe::frontend;
+
+using utils::IteratorType;
+
+/// Multi-head self-attention of x [N*T, D].
+Value ForwardBuilder::attention(Value x, const std::string &prefix) {
+  int64_t n = batchImages(model, options), t = model.tokensPerImage();
+  int64_t d = model.modelWidth, heads = model.heads, dh = d / heads;
+  Value qkv = linear(x, prefix + ".qkv");
+  // [N*T, 3D] -> [N, T, 3, heads, dh]; q, k, v as [N, T, heads, dh].
+  Value split = tensor::ExpandShapeOp::create(
+      b, loc, RankedTensorType::get({n, t, 3, heads, dh}, f32), qkv,
+      ArrayRef<ReassociationIndices>{{0, 1}, {2, 3, 4}});
+  auto part = [&](int64_t index) {
+    SmallVector<OpFoldResult> offsets = {b.getIndexAttr(0), b.getIndexAttr(0),
+                                         b.getIndexAttr(index),
+                                         b.getIndexAttr(0), b.getIndexAttr(0)};
+    SmallVector<OpFoldResult> sizes = {b.getIndexAttr(n), b.getIndexAttr(t),
+                                       b.getIndexAttr(1), b.getIndexAttr(heads),
+                                       b.getIndexAttr(dh)};
+    return Value(tensor::ExtractSliceOp::create(
+        b, loc, RankedTensorType::get({n, t, heads, dh}, f32), split, offsets,
+        sizes, unitStrides(b, 5)));
+  };
+  Value q = part(0), k = part(1), v = part(2);
+  MLIRContext *ctx = b.getContext();
+  // scores[n, h, i, j] = sum_c q[n, i, h, c] k[n, j, h, c] / sqrt(dh).
+  Value scoresInit = filledTensor(b, loc,
+                                  {b.getIndexAttr(n), b.getIndexAttr(heads),
+                                   b.getIndexAttr(t), b.getIndexAttr(t)},
+                                  floatConst(b, loc, f32, 0));
+  Value scores =
+      linalg::GenericOp::create(b, loc, scoresInit.getType(), ValueRange{q, k},
+                                ValueRange{scoresInit},
+                                {projectionMap(ctx, 5, {0, 2, 1, 4}),
+                                 projectionMap(ctx, 5, {0, 3, 1, 4}),
+                                 projectionMap(ctx, 5, {0, 1, 2, 3})},
+                                {IteratorType::parallel, IteratorType::parallel,
+                                 IteratorType::parallel, IteratorType::parallel,
+                                 IteratorType::reduction},
+                                buildMultiplyAccumulateBody)
+          .getResult(0);
+  Value root = floatConst(b, loc, f32, std::sqrt(static_cast<double>(dh)));
+  scores = mapScalars(scores, [&](OpBuilder &b, Location loc, Value s) {
+    return Value(arith::DivFOp::create(b, loc, s, root));
+  });
+  Value probs = buildSoftmaxLastDim(b, loc, scores);
+  // context[n, i, h, c] = sum_j probs[n, h, i, j] v[n, j, h, c]; loops
+  // (n, h, i, j, c) keep the contiguous c innermost.
+  Value contextInit = filledTensor(b, loc,
+                                   {b.getIndexAttr(n), b.getIndexAttr(t),
+                                    b.getIndexAttr(heads), b.getIndexAttr(dh)},
+                                   floatConst(b, loc, f32, 0));
+  Value context = linalg::GenericOp::create(
+                      b, loc, contextInit.getType(), ValueRange{probs, v},
+                      ValueRange{contextInit},
+                      {projectionMap(ctx, 5, {0, 1, 2, 3}),
+                       projectionMap(ctx, 5, {0, 3, 1, 4}),
+                       projectionMap(ctx, 5, {0, 2, 1, 4})},
+                      {IteratorType::parallel, IteratorType::parallel,
+                       IteratorType::parallel, IteratorType::reduction,
+                       IteratorType::parallel},
+                      buildMultiplyAccumulateBody)
+                      .getResult(0);
+  Value merged = tensor::CollapseShapeOp::create(
+      b, loc, context, ArrayRef<ReassociationIndices>{{0, 1}, {2, 3}});
+  return linear(merged, prefix + ".out");
+}

@@ -1,0 +1,101 @@
+//===- ForwardBuilder.h - Emits the forward function of a model -*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// The builder of `@vmoe_forward` (docs/ModelFormat.md §2), shared by the
+// files that emit one part of the network each: Layers.cpp (weights, linear
+// maps, LayerNorm, elementwise helpers), Embedding.cpp, Attention.cpp,
+// DenseMLP.cpp, MoELayer.cpp and Head.cpp; ModelBuilder.cpp strings the
+// blocks together. Internal to lib/Frontend.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LIB_FRONTEND_FORWARDBUILDER_H
+#define LIB_FRONTEND_FORWARDBUILDER_H
+
+#include "vmoe/Dialect/VMoE/IR/VMoE.h"
+#include "vmoe/Frontend/ModelBuilder.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <string>
+#include <utility>
+
+namespace mlir::vmoe::frontend {
+
+/// The per-expert capacity of a MoE layer of `model` at ratio `ratio`.
+int64_t moeLayerCapacity(const ModelDescription &model, double ratio);
+
+/// The activation enum of a description string (validated by the parser).
+Activation parseActivation(llvm::StringRef name);
+
+/// Emits the forward function of one model at tensor level.
+class ForwardBuilder {
+public:
+  ForwardBuilder(OpBuilder &b, Location loc, const ModelDescription &model,
+                 const BuildOptions &options, Value weights);
+
+  /// The whole network: images -> (logits [N, classes], stats [L, E + 1]).
+  std::pair<Value, Value> forward(Value images, Value ratio);
+
+  // Parts of the network (one file each).
+
+  /// Embedding.cpp: images [N, C, H, W] -> tokens [N*T, D]: patch
+  /// embedding, the class token (head `token`) and the position embedding.
+  Value embed(Value images);
+  /// Attention.cpp: multi-head self-attention of x [N*T, D].
+  Value attention(Value x, const std::string &prefix);
+  /// DenseMLP.cpp: the dense MLP of x [M, D].
+  Value mlp(Value x, const std::string &prefix);
+  /// MoELayer.cpp: the MoE layer of x [M, D] at runtime ratio `ratio`;
+  /// `stats` [E + 1] receives the kept choices per expert and the dropped
+  /// choices.
+  Value moe(Value x, const std::string &prefix, Value ratio, Value &stats);
+  /// Head.cpp: final LayerNorm, pooling and the classifier: x [N*T, D] ->
+  /// logits [N, classes].
+  Value head(Value x);
+
+  // Building blocks (Layers.cpp).
+
+  /// The weight tensor `name` as a tensor of its shape.
+  Value weight(const std::string &name);
+  /// x [M, K] . kernel [K, N] + bias [N] with `prefix`.kernel/.bias.
+  Value linear(Value x, const std::string &prefix);
+  /// x [..., N] + v [N] (v broadcast over the leading dims).
+  Value addBroadcastLast(Value x, Value v);
+  /// a + b elementwise (same shape).
+  Value add(Value lhs, Value rhs);
+  /// LayerNorm over the last dim of x [M, D] with `prefix`.scale/.bias.
+  Value layerNorm(Value x, const std::string &prefix);
+  /// fn(v) for every element of `input`.
+  Value mapScalars(Value input,
+                   function_ref<Value(OpBuilder &, Location, Value)> fn);
+
+  static ArrayRef<int64_t> shape(Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape();
+  }
+
+private:
+  /// Embedding.cpp: images -> patch rows [N*P, C*ps*ps].
+  Value patchify(Value images);
+  /// MoELayer.cpp: [E + 1] i32 routing statistics of one layer.
+  Value routingStats(Value ids, Value slots, int64_t e);
+  /// Head.cpp: the class token, or the mean over tokens, [N*T, D] -> [N, D].
+  Value pool(Value x);
+
+protected:
+  OpBuilder &b;
+  Location loc;
+  const ModelDescription &model;
+  const BuildOptions &options;
+  Value weights;
+  Type f32;
+  llvm::StringMap<WeightTensor> layout;
+};
+
+} // namespace mlir::vmoe::frontend
+
+#endif // LIB_FRONTEND_FORWARDBUILDER_H
