@@ -16,8 +16,8 @@
 #include "Model.h"
 
 #include "ModelInterface.h"
-#include "PngImage.h"
-#include "Safetensors.h"
+#include "Formats/PngImage.h"
+#include "Formats/Safetensors.h"
 
 #include "vmoe/Dialect/VMoE/IR/Capacity.h"
 

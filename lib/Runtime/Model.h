@@ -16,7 +16,7 @@
 #define LIB_RUNTIME_MODEL_H
 
 #include "AlignedBuffer.h"
-#include "Manifest.h"
+#include "Formats/Manifest.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"

@@ -3,7 +3,7 @@
 // RUN:   | FileCheck %s
 
 // Compiled models take all weights as one flat buffer and slice each tensor
-// out of it (lib/Frontend/ModelBuilder.cpp). The expert weights must be read
+// out of it (lib/Frontend/Layers.cpp). The expert weights must be read
 // in place: a copy costs E x D x H floats per layer and call (128 MiB per
 // matrix for V-MoE-S/32, which made the model 3x slower).
 

@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LIB_RUNTIME_MANIFEST_H
-#define LIB_RUNTIME_MANIFEST_H
+#ifndef LIB_RUNTIME_FORMATS_MANIFEST_H
+#define LIB_RUNTIME_FORMATS_MANIFEST_H
 
 #include "vmoe/Dialect/VMoE/IR/Capacity.h"
 
@@ -97,4 +97,4 @@ llvm::Expected<Manifest> parseManifest(llvm::StringRef json);
 
 } // namespace vmoe::runtime
 
-#endif // LIB_RUNTIME_MANIFEST_H
+#endif // LIB_RUNTIME_FORMATS_MANIFEST_H

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LIB_RUNTIME_IMAGELIST_H
-#define LIB_RUNTIME_IMAGELIST_H
+#ifndef LIB_RUNTIME_MAIN_IMAGELIST_H
+#define LIB_RUNTIME_MAIN_IMAGELIST_H
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -43,4 +43,4 @@ llvm::Error readImageList(llvm::StringRef listPath,
 
 } // namespace vmoe::runtime
 
-#endif // LIB_RUNTIME_IMAGELIST_H
+#endif // LIB_RUNTIME_MAIN_IMAGELIST_H

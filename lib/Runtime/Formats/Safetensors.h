@@ -13,8 +13,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LIB_RUNTIME_SAFETENSORS_H
-#define LIB_RUNTIME_SAFETENSORS_H
+#ifndef LIB_RUNTIME_FORMATS_SAFETENSORS_H
+#define LIB_RUNTIME_FORMATS_SAFETENSORS_H
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -34,4 +34,4 @@ llvm::Error loadSafetensors(llvm::StringRef path, const Manifest &manifest,
 
 } // namespace vmoe::runtime
 
-#endif // LIB_RUNTIME_SAFETENSORS_H
+#endif // LIB_RUNTIME_FORMATS_SAFETENSORS_H

@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LIB_RUNTIME_PNGIMAGE_H
-#define LIB_RUNTIME_PNGIMAGE_H
+#ifndef LIB_RUNTIME_FORMATS_PNGIMAGE_H
+#define LIB_RUNTIME_FORMATS_PNGIMAGE_H
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -48,4 +48,4 @@ llvm::Error readPngImage(llvm::StringRef path, const ImageFormat &format,
 
 } // namespace vmoe::runtime
 
-#endif // LIB_RUNTIME_PNGIMAGE_H
+#endif // LIB_RUNTIME_FORMATS_PNGIMAGE_H
