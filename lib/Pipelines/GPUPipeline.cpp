@@ -69,6 +69,8 @@ mlir::vmoe::buildVMoENVVMPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createVMoEGPUHostSharedAllocsPass());
   if (failed(addTextual(pm, "lower-affine,gpu-kernel-outlining")))
     return failure();
+  if (options.mergeKernelModules)
+    pm.addPass(createVMoEGPUMergeKernelModulesPass());
   pm.addPass(createVMoEApproximateMathPass());
 
   // Device code -> NVVM -> cubin (ptxas without fused multiply-add

@@ -85,6 +85,11 @@ struct VMoENVVMPipelineOptions
       *this, "threads-per-block",
       llvm::cl::desc("Threads of the blocks that run mapped parallel loops"),
       llvm::cl::init(128)};
+  PassOptions::Option<bool> mergeKernelModules{
+      *this, "merge-kernel-modules",
+      llvm::cl::desc("Put all kernels into one gpu.module (one PTX module or "
+                     "cubin) instead of one per launch"),
+      llvm::cl::init(false)};
 };
 
 /// vmoe (tensors) -> host LLVM code launching NVVM kernels: buffer sizing

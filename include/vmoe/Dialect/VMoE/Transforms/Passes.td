@@ -140,4 +140,20 @@ def VMoEGPULinalgToLoopsPass
                            "::mlir::memref::MemRefDialect"];
 }
 
+def VMoEGPUMergeKernelModulesPass
+    : Pass<"vmoe-gpu-merge-kernel-modules", "::mlir::ModuleOp"> {
+  let summary = "Merge the outlined gpu.module ops into one";
+  let description = [{
+    gpu-kernel-outlining gives every launch a gpu.module of its own, which
+    serialization turns into one PTX module or cubin each. This pass moves
+    the contents of every gpu.module into the first one, renaming a symbol
+    whose name is taken there (`name_0`, `name_1`, ...), and points each
+    gpu.launch_func at the merged module, so that one PTX module or cubin
+    holds all kernels (vmoe-translate `--vmoe-to-ptx`, `--vmoe-to-cubin`).
+    The modules must carry the same attributes: run it before
+    nvvm-attach-target; modules that differ are an error.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 #endif // VMOE_DIALECT_VMOE_TRANSFORMS_PASSES_TD
