@@ -17,6 +17,18 @@ namespace mlir::vmoe {
 /// prints the LLVM IR module.
 void registerVMoEToLLVMIRTranslation();
 
+/// `--vmoe-to-ptx` and `--vmoe-to-cubin`: lower a vmoe module with
+/// vmoe-lower-to-nvvm and print its kernels as PTX, or write them as one
+/// cubin (`--vmoe-gpu-chip`, `--vmoe-cuda-path` choose the architecture and
+/// toolkit). The pipeline parses upstream passes by name: the tool must
+/// register them (registerAllPasses()).
+void registerVMoEToGPUBinaryTranslations();
+
+/// `--vmoe-to-c-header`: a C header declaring the `_mlir_ciface_` wrapper of
+/// every function marked `llvm.emit_c_interface`, with the memref descriptor
+/// structs it takes.
+void registerVMoEToCHeaderTranslation();
+
 } // namespace mlir::vmoe
 
 #endif // VMOE_TARGET_TRANSLATIONS_H
