@@ -1,33 +1,13 @@
-// Entry points with every calling-convention case of MLIR's C interface,
-// compiled by vmoe-translate --vmoe-to-llvmir and called from C through the
-// header --vmoe-to-c-header writes (c-header.test).
+// Entry points with the calling-convention cases of MLIR's C interface that
+// examples/embedding/tiny_layer.mlir lacks, compiled by vmoe-translate
+// --vmoe-to-llvmir and called from C through the header --vmoe-to-c-header
+// writes (c-header.test).
 
-// Tensors and memrefs by descriptor pointer, a scalar by value, results
-// written in place: the hand-routed layer of Integration/CPU/c-harness.mlir.
-func.func @tiny_layer(%x: tensor<1x4x2xf32>, %c: f64, %ids_out: memref<1x4x1xi32>,
-                      %slots_out: memref<1x4x1xi32>, %out_out: memref<1x4x2xf32>)
-    attributes {llvm.emit_c_interface} {
-  %router = arith.constant dense<[[1.0, 0.0], [0.0, 1.0]]> : tensor<2x2xf32>
-  %w1 = arith.constant dense<[[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]]]> : tensor<2x2x2xf32>
-  %b = arith.constant dense<0.0> : tensor<2x2xf32>
-  %gates, %ids, %w = vmoe.route %x, %router {k = 1 : i64}
-      : tensor<1x4x2xf32>, tensor<2x2xf32> -> tensor<1x4x2xf32>, tensor<1x4x1xi32>, tensor<1x4x1xf32>
-  %order = vmoe.bpr_sort %gates : tensor<1x4x2xf32> -> tensor<1x4xi32>
-  %cap = vmoe.capacity %c {k = 1 : i64, num_experts = 2 : i64, tokens_per_group = 4 : i64,
-                           max_capacity = 2 : i64} : f64
-  %buf, %slots = vmoe.dispatch %x, %ids, %order capacity(%cap) {capacity_ratio = 1.0 : f64}
-      : tensor<1x4x2xf32>, tensor<1x4x1xi32>, tensor<1x4xi32> -> tensor<2x1x?x2xf32>, tensor<1x4x1xi32>
-  %y = vmoe.expert_ffn %buf, %w1, %b, %w1, %b {activation = #vmoe.activation<relu>}
-      : tensor<2x1x?x2xf32>, tensor<2x2x2xf32>, tensor<2x2xf32>, tensor<2x2x2xf32>, tensor<2x2xf32>
-  %out = vmoe.combine %y, %ids, %slots, %w
-      : tensor<2x1x?x2xf32>, tensor<1x4x1xi32>, tensor<1x4x1xi32>, tensor<1x4x1xf32> -> tensor<1x4x2xf32>
-  bufferization.materialize_in_destination %ids in restrict writable %ids_out
-      : (tensor<1x4x1xi32>, memref<1x4x1xi32>) -> ()
-  bufferization.materialize_in_destination %slots in restrict writable %slots_out
-      : (tensor<1x4x1xi32>, memref<1x4x1xi32>) -> ()
-  bufferization.materialize_in_destination %out in restrict writable %out_out
-      : (tensor<1x4x2xf32>, memref<1x4x2xf32>) -> ()
-  return
+// A rank-3 tensor argument (the descriptor type tiny_layer.h defines too).
+func.func @first(%x: tensor<1x4x2xf32>) -> f32 attributes {llvm.emit_c_interface} {
+  %c0 = arith.constant 0 : index
+  %v = tensor.extract %x[%c0, %c0, %c0] : tensor<1x4x2xf32>
+  return %v : f32
 }
 
 // One scalar result: returned by value.

@@ -1,7 +1,10 @@
-// Calls the entry points of entry_points.mlir through the header that
-// vmoe-translate --vmoe-to-c-header generated for it (c-header.test): the
-// descriptor types and prototypes must match the compiled code's ABI.
+// Calls the entry points of examples/embedding/tiny_layer.mlir and of
+// entry_points.mlir through the headers vmoe-translate --vmoe-to-c-header
+// generated for them (c-header.test): the descriptor types and prototypes
+// must match the compiled code's ABI, and the descriptor types both headers
+// define must not clash.
 #include "entry_points.h"
+#include "tiny_layer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +37,10 @@ int main(void) {
   float values[4] = {1.5f, -2.0f, 4.0f, 0.25f};
   vmoe_memref_1d_f32 v = {values, values, 0, {4}, {1}};
   printf("sum: %g\n", _mlir_ciface_sum(&v));
+
+  float grid[8] = {0.5f, 1, 2, 3, 4, 5, 6, 7};
+  vmoe_memref_3d_f32 g = {grid, grid, 0, {1, 4, 2}, {8, 2, 1}};
+  printf("first: %g\n", _mlir_ciface_first(&g));
 
   // Tensor arguments have the identity layout: contiguous, offset 0.
   float three[3] = {1, 2, 3};
