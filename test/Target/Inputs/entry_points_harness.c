@@ -9,30 +9,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static void runLayer(double c, const char *label) {
-  float xData[8] = {1, 0, 0, 1, 2, 0, 0, 0};
-  int32_t idData[4], slotData[4];
-  float outData[8];
-  vmoe_memref_3d_f32 x = {xData, xData, 0, {1, 4, 2}, {8, 2, 1}};
-  vmoe_memref_3d_i32 ids = {idData, idData, 0, {1, 4, 1}, {4, 1, 1}};
-  vmoe_memref_3d_i32 slots = {slotData, slotData, 0, {1, 4, 1}, {4, 1, 1}};
-  vmoe_memref_3d_f32 out = {outData, outData, 0, {1, 4, 2}, {8, 2, 1}};
-  _mlir_ciface_tiny_layer(&x, c, &ids, &slots, &out);
-  printf("%s ids:", label);
-  for (int t = 0; t < 4; ++t)
-    printf(" %d", idData[t]);
-  printf("\n%s slots:", label);
-  for (int t = 0; t < 4; ++t)
-    printf(" %d", slotData[t]);
-  printf("\n%s out:", label);
-  for (int t = 0; t < 4; ++t)
-    printf("%s %g %g", t ? " |" : "", outData[2 * t], outData[2 * t + 1]);
-  printf("\n");
-}
-
 int main(void) {
-  runLayer(1.0, "C=1.0");
-  runLayer(0.5, "C=0.5");
+  // The layer at C = 0.5: one slot per expert, tokens 0 and 3 dropped.
+  float xs[8] = {1, 0, 0, 1, 2, 0, 0, 0}, outs[8];
+  int32_t ids[4], slots[4];
+  vmoe_memref_3d_f32 x = {xs, xs, 0, {1, 4, 2}, {8, 2, 1}};
+  vmoe_memref_3d_f32 out = {outs, outs, 0, {1, 4, 2}, {8, 2, 1}};
+  vmoe_memref_3d_i32 idsDesc = {ids, ids, 0, {1, 4, 1}, {4, 1, 1}};
+  vmoe_memref_3d_i32 slotsDesc = {slots, slots, 0, {1, 4, 1}, {4, 1, 1}};
+  _mlir_ciface_tiny_layer(&x, 0.5, &idsDesc, &slotsDesc, &out);
+  printf("tiny_layer: ids %d %d %d %d slots %d %d %d %d token 1 out %g, token 2 out %g\n",
+         ids[0], ids[1], ids[2], ids[3], slots[0], slots[1], slots[2],
+         slots[3], outs[3], outs[4]);
 
   float values[4] = {1.5f, -2.0f, 4.0f, 0.25f};
   vmoe_memref_1d_f32 v = {values, values, 0, {4}, {1}};
