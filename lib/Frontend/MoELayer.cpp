@@ -64,7 +64,7 @@ Value ForwardBuilder::moe(Value x, const std::string &prefix, Value ratio,
   auto dispatch = DispatchOp::create(
       b, loc, RankedTensorType::get({e, g, maxCapacity, d}, f32),
       i32Tensor({g, s, k}), tokens, route.getExpertIds(), order,
-      capacity.getResult(), /*capacity_ratio=*/FloatAttr(),
+      capacity.getResult(), /*num_valid=*/Value(), /*capacity_ratio=*/FloatAttr(),
       CapacityRuleAttr::get(ctx, rule),
       b.getI64IntegerAttr(settings.multipleOf),
       b.getI64IntegerAttr(maxCapacity));
