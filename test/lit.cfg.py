@@ -54,6 +54,23 @@ def _python_has(module):
 if _python_has("torch"):
     config.available_features.add("torch")
 
+# Optional: Pythons with the real timm / Flax (scripts/frameworks_venv.sh)
+# for the importer checks on checkpoints those libraries write.
+for feature, variable in (("timm", "VMOE_TIMM_PYTHON"),
+                          ("flax", "VMOE_FLAX_PYTHON")):
+    python = os.environ.get(variable)
+    if python and os.path.exists(python):
+        try:
+            if subprocess.run([python, "-c", "import " + feature],
+                              stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL,
+                              timeout=300).returncode == 0:
+                config.available_features.add(feature)
+                config.substitutions.append(
+                    ("%vmoe_" + feature + "_python", python))
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+
 # GPU tests run only where a CUDA device answers.
 if shutil.which("nvidia-smi"):
     try:

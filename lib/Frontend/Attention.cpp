@@ -35,18 +35,9 @@ Value ForwardBuilder::attention(Value x, const std::string &prefix) {
   Value split = tensor::ExpandShapeOp::create(
       b, loc, RankedTensorType::get({n, t, 3, heads, dh}, f32), qkv,
       ArrayRef<ReassociationIndices>{{0, 1}, {2, 3, 4}});
-  auto part = [&](int64_t index) {
-    SmallVector<OpFoldResult> offsets = {b.getIndexAttr(0), b.getIndexAttr(0),
-                                         b.getIndexAttr(index),
-                                         b.getIndexAttr(0), b.getIndexAttr(0)};
-    SmallVector<OpFoldResult> sizes = {b.getIndexAttr(n), b.getIndexAttr(t),
-                                       b.getIndexAttr(1), b.getIndexAttr(heads),
-                                       b.getIndexAttr(dh)};
-    return Value(tensor::ExtractSliceOp::create(
-        b, loc, RankedTensorType::get({n, t, heads, dh}, f32), split, offsets,
-        sizes, unitStrides(b, 5)));
-  };
-  Value q = part(0), k = part(1), v = part(2);
+  Value q = extractIndexOfDim(b, loc, split, 2, 0);
+  Value k = extractIndexOfDim(b, loc, split, 2, 1);
+  Value v = extractIndexOfDim(b, loc, split, 2, 2);
   MLIRContext *ctx = b.getContext();
   // scores[n, h, i, j] = sum_c q[n, i, h, c] k[n, j, h, c] / sqrt(dh).
   Value scoresInit = filledTensor(b, loc,
@@ -64,11 +55,7 @@ Value ForwardBuilder::attention(Value x, const std::string &prefix) {
                                  IteratorType::reduction},
                                 buildMultiplyAccumulateBody)
           .getResult(0);
-  Value root = floatConst(b, loc, f32, std::sqrt(static_cast<double>(dh)));
-  scores = mapScalars(scores, [&](OpBuilder &b, Location loc, Value s) {
-    return Value(arith::DivFOp::create(b, loc, s, root));
-  });
-  Value probs = buildSoftmaxLastDim(b, loc, scores);
+  Value probs = attentionWeights(scores, dh);
   // context[n, i, h, c] = sum_j probs[n, h, i, j] v[n, j, h, c]; loops
   // (n, h, i, j, c) keep the contiguous c innermost.
   Value contextInit = filledTensor(b, loc,

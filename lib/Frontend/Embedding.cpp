@@ -4,8 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Images -> tokens: patches cut in (c, i, j) order, the patch embedding,
-// the class token (head `token`) and the position embedding.
+// Images -> tokens: patches (ph x pw, not necessarily square) cut in
+// (c, i, j) order, the patch embedding, the class token (head `token`) and
+// the position embedding.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,19 +24,19 @@ using namespace mlir::vmoe::frontend;
 
 using utils::IteratorType;
 
-/// Images [N, C, H, W] -> patch rows [N*P, C*ps*ps], pixels in (c, i, j)
+/// Images [N, C, H, W] -> patch rows [N*P, C*ph*pw], pixels in (c, i, j)
 /// order within a patch, patches row-major over the grid.
 Value ForwardBuilder::patchify(Value images) {
   int64_t n = batchImages(model, options), c = model.channels;
-  int64_t ps = model.patchSize;
-  int64_t hp = model.height / ps, wp = model.width / ps;
+  int64_t ph = model.patchHeight, pw = model.patchWidth;
+  int64_t hp = model.height / ph, wp = model.width / pw;
   Value grid = tensor::ExpandShapeOp::create(
-      b, loc, RankedTensorType::get({n, c, hp, ps, wp, ps}, f32), images,
+      b, loc, RankedTensorType::get({n, c, hp, ph, wp, pw}, f32), images,
       ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}, {4, 5}});
   Value init =
       emptyTensor(b, loc,
                   {b.getIndexAttr(n), b.getIndexAttr(hp), b.getIndexAttr(wp),
-                   b.getIndexAttr(c), b.getIndexAttr(ps), b.getIndexAttr(ps)},
+                   b.getIndexAttr(c), b.getIndexAttr(ph), b.getIndexAttr(pw)},
                   f32);
   Value moved = linalg::TransposeOp::create(b, loc, grid, init,
                                             ArrayRef<int64_t>{0, 2, 4, 1, 3, 5})

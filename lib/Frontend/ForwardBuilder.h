@@ -39,7 +39,9 @@ public:
                  const BuildOptions &options, Value weights);
 
   /// The whole network: images -> (logits [N, classes], stats [L, E + 1]).
-  std::pair<Value, Value> forward(Value images, Value ratio);
+  /// `validImages` (i64): the images after the first validImages are
+  /// padding, masked out of routing.
+  std::pair<Value, Value> forward(Value images, Value ratio, Value validImages);
 
   // Parts of the network (one file each).
 
@@ -54,8 +56,8 @@ public:
   /// `stats` [E + 1] receives the kept choices per expert and the dropped
   /// choices.
   Value moe(Value x, const std::string &prefix, Value ratio, Value &stats);
-  /// Head.cpp: final LayerNorm, pooling and the classifier: x [N*T, D] ->
-  /// logits [N, classes].
+  /// Head.cpp: final LayerNorm, pooling, pre-logits and the classifier:
+  /// x [N*T, D] -> logits [N, classes].
   Value head(Value x);
 
   // Building blocks (Layers.cpp).
@@ -70,6 +72,8 @@ public:
   Value add(Value lhs, Value rhs);
   /// LayerNorm over the last dim of x [M, D] with `prefix`.scale/.bias.
   Value layerNorm(Value x, const std::string &prefix);
+  /// softmax(scores / sqrt(dh)) over the last dim (the keys).
+  Value attentionWeights(Value scores, int64_t dh);
   /// fn(v) for every element of `input`.
   Value mapScalars(Value input,
                    function_ref<Value(OpBuilder &, Location, Value)> fn);
@@ -81,10 +85,13 @@ public:
 private:
   /// Embedding.cpp: images -> patch rows [N*P, C*ps*ps].
   Value patchify(Value images);
-  /// MoELayer.cpp: [E + 1] i32 routing statistics of one layer.
+  /// MoELayer.cpp: [E + 1] i32 routing statistics of one layer; choices of
+  /// masked tokens count in neither.
   Value routingStats(Value ids, Value slots, int64_t e);
   /// Head.cpp: the class token, or the mean over tokens, [N*T, D] -> [N, D].
   Value pool(Value x);
+  /// Head.cpp: multihead attention pooling (head "map"), [N*T, D] -> [N, D].
+  Value mapPool(Value x);
 
 protected:
   OpBuilder &b;
@@ -92,6 +99,9 @@ protected:
   const ModelDescription &model;
   const BuildOptions &options;
   Value weights;
+  /// Tokens (index) routed by every MoE layer: those of the valid images;
+  /// the rest, padding at the end of the batch, is masked out.
+  Value numValidTokens;
   Type f32;
   llvm::StringMap<WeightTensor> layout;
 };

@@ -19,6 +19,8 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::vmoe;
 using namespace mlir::vmoe::frontend;
@@ -149,6 +151,14 @@ Value ForwardBuilder::layerNorm(Value x, const std::string &prefix) {
 }
 
 /// fn(v) for every element of `input`.
+Value ForwardBuilder::attentionWeights(Value scores, int64_t dh) {
+  Value root = floatConst(b, loc, f32, std::sqrt(static_cast<double>(dh)));
+  scores = mapScalars(scores, [&](OpBuilder &b, Location loc, Value s) {
+    return Value(arith::DivFOp::create(b, loc, s, root));
+  });
+  return buildSoftmaxLastDim(b, loc, scores);
+}
+
 Value ForwardBuilder::mapScalars(
     Value input, function_ref<Value(OpBuilder &, Location, Value)> fn) {
   unsigned rank = shape(input).size();

@@ -53,18 +53,22 @@ Value ForwardBuilder::moe(Value x, const std::string &prefix, Value ratio,
                                               : CapacityRule::round;
   int64_t maxCapacity =
       moeLayerCapacity(model, maxCapacityRatio(model, options));
-  auto capacity = CapacityOp::create(
-      b, loc, b.getIndexType(), ratio, static_cast<uint64_t>(k),
-      static_cast<uint64_t>(e), static_cast<uint64_t>(s),
-      static_cast<uint64_t>(maxCapacity), rule,
-      static_cast<uint64_t>(settings.multipleOf));
+  // The runtime capacity ratio sets B up to the compiled maximum, unless the
+  // description fixes B (moe.capacity).
+  Value capacity;
+  if (!settings.capacity)
+    capacity = CapacityOp::create(
+        b, loc, b.getIndexType(), ratio, static_cast<uint64_t>(k),
+        static_cast<uint64_t>(e), static_cast<uint64_t>(s),
+        static_cast<uint64_t>(maxCapacity), rule,
+        static_cast<uint64_t>(settings.multipleOf));
   auto i32Tensor = [&](ArrayRef<int64_t> dims) {
     return RankedTensorType::get(dims, b.getI32Type());
   };
   auto dispatch = DispatchOp::create(
       b, loc, RankedTensorType::get({e, g, maxCapacity, d}, f32),
-      i32Tensor({g, s, k}), tokens, route.getExpertIds(), order,
-      capacity.getResult(), /*capacity_ratio=*/FloatAttr(),
+      i32Tensor({g, s, k}), tokens, route.getExpertIds(), order, capacity,
+      numValidTokens, /*capacity_ratio=*/FloatAttr(),
       CapacityRuleAttr::get(ctx, rule),
       b.getI64IntegerAttr(settings.multipleOf),
       b.getI64IntegerAttr(maxCapacity));
@@ -108,16 +112,27 @@ Value ForwardBuilder::routingStats(Value ids, Value slots, int64_t e) {
                 ValueRange{arith::AddIOp::create(b, loc, args[2], one)});
           })
           .getResult(0);
+  // Dropped: choices with slot -1 of tokens g * S + t < numValidTokens.
   Value dropped = filledTensor(b, loc, {}, i32Const(b, loc, 0));
+  int64_t s = shape(slots)[1];
   dropped =
       linalg::GenericOp::create(
           b, loc, dropped.getType(), ValueRange{slots}, ValueRange{dropped},
           {b.getMultiDimIdentityMap(3), AffineMap::get(3, 0, ctx)},
           SmallVector<IteratorType>(3, IteratorType::reduction),
           [&](OpBuilder &b, Location loc, ValueRange args) {
-            Value lost =
+            Value position = arith::AddIOp::create(
+                b, loc,
+                arith::MulIOp::create(b, loc,
+                                      linalg::IndexOp::create(b, loc, 0),
+                                      indexConst(b, loc, s)),
+                linalg::IndexOp::create(b, loc, 1));
+            Value lost = arith::AndIOp::create(
+                b, loc,
                 arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
-                                      args[0], i32Const(b, loc, 0));
+                                      args[0], i32Const(b, loc, 0)),
+                arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                      position, numValidTokens));
             Value one = arith::ExtUIOp::create(b, loc, i32, lost);
             linalg::YieldOp::create(
                 b, loc,

@@ -42,7 +42,7 @@ using utils::IteratorType;
 
 int64_t mlir::vmoe::frontend::batchImages(const ModelDescription &model,
                                           const BuildOptions &options) {
-  return model.moe.groupSize * options.groupsPerBatch;
+  return model.imagesPerGroupUnit() * options.groupsPerBatch;
 }
 
 double mlir::vmoe::frontend::maxCapacityRatio(const ModelDescription &model,
@@ -57,10 +57,13 @@ static ::vmoe::CapacityRounding rounding(const MoESettings &moe) {
                                     : ::vmoe::CapacityRounding::Round;
 }
 
-/// The per-expert capacity of a MoE layer at ratio `ratio`.
+/// The per-expert capacity of a MoE layer at ratio `ratio` (a fixed
+/// `moe.capacity` ignores the ratio).
 int64_t mlir::vmoe::frontend::moeLayerCapacity(const ModelDescription &model,
                                                double ratio) {
   const MoESettings &moe = model.moe;
+  if (moe.capacity)
+    return moe.capacity;
   return ::vmoe::computeCapacity(moe.k, model.tokensPerGroup(), ratio,
                                  moe.numExperts, rounding(moe), moe.multipleOf);
 }
@@ -80,7 +83,7 @@ mlir::vmoe::frontend::validateBuildOptions(const ModelDescription &model,
     return error("max-capacity-ratio: " + ::vmoe::formatShortest(maxRatio) +
                  " is below the default capacity ratio " +
                  ::vmoe::formatShortest(model.moe.capacityRatio));
-  if (model.moeBlocks().empty())
+  if (model.moeBlocks().empty() || model.moe.capacity)
     return llvm::Error::success();
   for (double ratio : {model.moe.capacityRatio, maxRatio})
     if (moeLayerCapacity(model, ratio) < 1)
@@ -95,8 +98,8 @@ mlir::vmoe::frontend::validateBuildOptions(const ModelDescription &model,
 std::string mlir::vmoe::frontend::buildManifest(const ModelDescription &model,
                                                 const BuildOptions &options) {
   llvm::json::Array layers;
-  for (int64_t block : model.moeBlocks())
-    layers.push_back(llvm::json::Object{
+  for (int64_t block : model.moeBlocks()) {
+    llvm::json::Object layer{
         {"block", block},
         {"num_experts", model.moe.numExperts},
         {"k", model.moe.k},
@@ -104,7 +107,12 @@ std::string mlir::vmoe::frontend::buildManifest(const ModelDescription &model,
         {"capacity_rule", model.moe.capacityRule},
         {"multiple_of", model.moe.multipleOf},
         {"max_capacity",
-         moeLayerCapacity(model, maxCapacityRatio(model, options))}});
+         moeLayerCapacity(model, maxCapacityRatio(model, options))}};
+    // A fixed capacity does not follow the runtime capacity ratio.
+    if (model.moe.capacity)
+      layer["capacity"] = model.moe.capacity;
+    layers.push_back(std::move(layer));
+  }
   llvm::json::Array tensors;
   std::vector<WeightTensor> layout = weightLayout(model);
   for (const WeightTensor &tensor : layout)
@@ -162,7 +170,11 @@ ForwardBuilder::ForwardBuilder(OpBuilder &b, Location loc,
 }
 
 /// The whole network: images -> (logits [N, classes], stats [L, E + 1]).
-std::pair<Value, Value> ForwardBuilder::forward(Value images, Value ratio) {
+std::pair<Value, Value> ForwardBuilder::forward(Value images, Value ratio,
+                                                Value validImages) {
+  numValidTokens = arith::MulIOp::create(
+      b, loc, arith::IndexCastOp::create(b, loc, b.getIndexType(), validImages),
+      indexConst(b, loc, model.tokensPerImage()));
   Value x = embed(images);
 
   SmallVector<Value> statsRows;
@@ -236,24 +248,25 @@ mlir::vmoe::frontend::buildModelModule(MLIRContext &context,
   auto logitsType = MemRefType::get({n, model.classes}, f32);
   auto statsType =
       MemRefType::get({layers, model.moe.numExperts + 1}, b.getI32Type());
-  auto funcType = b.getFunctionType(
-      {imagesType, weightsType, b.getF64Type(), logitsType, statsType}, {});
+  auto funcType = b.getFunctionType({imagesType, weightsType, b.getF64Type(),
+                                     b.getI64Type(), logitsType, statsType},
+                                    {});
   auto func = func::FuncOp::create(b, loc, "vmoe_forward", funcType);
   func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
   Block *entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);
 
   ForwardBuilder builder(b, loc, model, options, entry->getArgument(1));
-  auto [logits, stats] =
-      builder.forward(entry->getArgument(0), entry->getArgument(2));
+  auto [logits, stats] = builder.forward(
+      entry->getArgument(0), entry->getArgument(2), entry->getArgument(3));
   auto store = [&](Value tensor, Value dest) {
     auto op =
         bufferization::MaterializeInDestinationOp::create(b, loc, tensor, dest);
     op.setRestrict(true);
     op.setWritable(true);
   };
-  store(logits, entry->getArgument(3));
-  store(stats, entry->getArgument(4));
+  store(logits, entry->getArgument(4));
+  store(stats, entry->getArgument(5));
   func::ReturnOp::create(b, loc);
 
   b.setInsertionPointToEnd(module->getBody());

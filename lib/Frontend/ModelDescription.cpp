@@ -19,6 +19,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <cmath>
+#include <numeric>
 
 using namespace mlir::vmoe::frontend;
 using llvm::Error;
@@ -169,27 +170,92 @@ private:
 static const StringRef kActivations[] = {"gelu_tanh", "gelu_erf", "relu",
                                          "silu"};
 
-static Error parseMoE(const llvm::json::Object &object, MoESettings &moe) {
-  FieldReader r(object, "moe.");
-  if (Error e = r.readString("placement", moe.placement, /*required=*/true,
-                             {"every-2", "last-n"}))
-    return e;
-  if (moe.placement == "last-n") {
-    if (Error e = r.readInt("last_n", moe.lastN, 1))
-      return e;
-  } else if (r.get("last_n")) {
-    return fieldError("moe.last_n", "only used with placement \"last-n\"");
+/// Reads `moe.layers`: block indices, sorted and distinct on return.
+static Error readLayerList(FieldReader &r, std::vector<int64_t> &layers) {
+  const llvm::json::Value *v = r.get("layers");
+  if (!v)
+    return r.missing("layers");
+  const llvm::json::Array *array = v->getAsArray();
+  if (!array)
+    return fieldError("moe.layers", "must be a list of block indices");
+  for (const llvm::json::Value &entry : *array) {
+    std::optional<int64_t> index = entry.getAsInteger();
+    if (!index || *index < 0)
+      return fieldError("moe.layers",
+                        "must be a list of block indices (integers >= 0)");
+    if (llvm::is_contained(layers, *index))
+      return fieldError("moe.layers",
+                        llvm::formatv("block {0} is listed twice", *index));
+    layers.push_back(*index);
   }
-  if (Error e = r.readInt("num_experts", moe.numExperts, 1))
+  llvm::sort(layers);
+  return Error::success();
+}
+
+/// The MoE placement (`moe.placement` and its parameter).
+static Error parsePlacement(FieldReader &r, MoESettings &moe) {
+  if (Error e = r.readString("placement", moe.placement, /*required=*/true,
+                             {"every-2", "every-n", "last-n", "layers"}))
     return e;
-  if (Error e = r.readInt("k", moe.k, 1))
-    return e;
+  struct Parameter {
+    StringRef key, placement;
+  };
+  for (Parameter p :
+       {Parameter{"last_n", "last-n"}, Parameter{"every", "every-n"},
+        Parameter{"layers", "layers"}}) {
+    if (moe.placement == p.placement)
+      continue;
+    if (r.get(p.key))
+      return fieldError("moe." + p.key,
+                        "only used with placement \"" + p.placement + "\"");
+  }
+  if (moe.placement == "last-n")
+    return r.readInt("last_n", moe.lastN, 1);
+  if (moe.placement == "every-n")
+    return r.readInt("every", moe.every, 1);
+  if (moe.placement == "layers")
+    return readLayerList(r, moe.layers);
+  return Error::success();
+}
+
+/// The capacity: a ratio (default), or a fixed `capacity`.
+static Error parseCapacity(FieldReader &r, MoESettings &moe) {
+  if (r.get("capacity")) {
+    for (StringRef key : {"capacity_ratio", "capacity_rule", "multiple_of"})
+      if (r.get(key))
+        return fieldError("moe." + key, "not used with a fixed moe.capacity");
+    return r.readInt("capacity", moe.capacity, 1);
+  }
   if (Error e = r.readPositive("capacity_ratio", moe.capacityRatio, false))
     return e;
   if (Error e = r.readString("capacity_rule", moe.capacityRule, false,
                              {"round", "ceil"}))
     return e;
-  if (Error e = r.readInt("multiple_of", moe.multipleOf, 1, false))
+  return r.readInt("multiple_of", moe.multipleOf, 1, false);
+}
+
+/// The routing group: `group_size` images or `group_tokens` tokens.
+static Error parseGroup(FieldReader &r, MoESettings &moe) {
+  if (r.get("group_tokens")) {
+    if (r.get("group_size"))
+      return fieldError("moe.group_tokens",
+                        "give moe.group_size or moe.group_tokens, not both");
+    return r.readInt("group_tokens", moe.groupTokens, 1);
+  }
+  return r.readInt("group_size", moe.groupSize, 1);
+}
+
+static Error parseMoE(const llvm::json::Object &object, MoESettings &moe) {
+  FieldReader r(object, "moe.");
+  if (Error e = parsePlacement(r, moe))
+    return e;
+  if (Error e = r.readInt("num_experts", moe.numExperts, 1))
+    return e;
+  if (Error e = r.readInt("k", moe.k, 1))
+    return e;
+  if (Error e = r.readInt("mlp_dim", moe.mlpDim, 1, false))
+    return e;
+  if (Error e = parseCapacity(r, moe))
     return e;
   if (Error e = r.readString("routing", moe.routing, false, {"vanilla", "bpr"}))
     return e;
@@ -203,9 +269,33 @@ static Error parseMoE(const llvm::json::Object &object, MoESettings &moe) {
   if (Error e = r.readString("activation", moe.activation, false,
                              kActivations))
     return e;
-  if (Error e = r.readInt("group_size", moe.groupSize, 1))
+  if (Error e = parseGroup(r, moe))
     return e;
   return r.rejectUnknown();
+}
+
+/// `patch_size`: one integer (square patches) or [height, width].
+static Error parsePatchSize(FieldReader &r, ModelDescription &model) {
+  const llvm::json::Value *v = r.get("patch_size");
+  if (!v)
+    return r.missing("patch_size");
+  if (const llvm::json::Array *array = v->getAsArray()) {
+    std::optional<int64_t> h, w;
+    if (array->size() == 2) {
+      h = (*array)[0].getAsInteger();
+      w = (*array)[1].getAsInteger();
+    }
+    if (!h || !w || *h < 1 || *w < 1)
+      return fieldError("patch_size", "must be an integer >= 1 or a list "
+                                      "[height, width] of two");
+    model.patchHeight = *h;
+    model.patchWidth = *w;
+    return Error::success();
+  }
+  if (Error e = r.readInt("patch_size", model.patchHeight, 1))
+    return e;
+  model.patchWidth = model.patchHeight;
+  return Error::success();
 }
 
 Expected<ModelDescription>
@@ -263,7 +353,7 @@ mlir::vmoe::frontend::parseModelDescription(StringRef json) {
       return std::move(e);
   }
 
-  if (Error e = r.readInt("patch_size", model.patchSize, 1))
+  if (Error e = parsePatchSize(r, model))
     return std::move(e);
   if (Error e = r.readInt("width", model.modelWidth, 1))
     return std::move(e);
@@ -286,7 +376,13 @@ mlir::vmoe::frontend::parseModelDescription(StringRef json) {
       model.classNames.push_back(name->str());
     }
   }
-  if (Error e = r.readString("head", model.head, true, {"token", "gap"}))
+  if (Error e = r.readString("head", model.head, true, {"token", "gap", "map"}))
+    return std::move(e);
+  if (Error e = r.readString("final_norm", model.finalNorm, false,
+                             {"tokens", "pooled"}))
+    return std::move(e);
+  if (Error e =
+          r.readInt("representation_size", model.representationSize, 1, false))
     return std::move(e);
   if (Error e = r.readPositive("layer_norm_epsilon", model.layerNormEpsilon,
                                false))
@@ -298,11 +394,14 @@ mlir::vmoe::frontend::parseModelDescription(StringRef json) {
   if (Error e = r.readString("dtype", dtype, false, {"f32"}))
     return std::move(e);
 
+  // Without a `moe` object the model is a dense ViT.
   const llvm::json::Object *moe = nullptr;
-  if (Error e = r.readObject("moe", moe, true))
+  if (Error e = r.readObject("moe", moe, false))
     return std::move(e);
-  if (Error e = parseMoE(*moe, model.moe))
-    return std::move(e);
+  model.hasMoE = moe != nullptr;
+  if (moe)
+    if (Error e = parseMoE(*moe, model.moe))
+      return std::move(e);
   if (Error e = r.rejectUnknown())
     return std::move(e);
   if (Error e = validateModelDescription(model))
@@ -310,24 +409,8 @@ mlir::vmoe::frontend::parseModelDescription(StringRef json) {
   return model;
 }
 
-Error mlir::vmoe::frontend::validateModelDescription(
-    const ModelDescription &model) {
-  if (model.height % model.patchSize != 0 ||
-      model.width % model.patchSize != 0)
-    return fieldError("patch_size",
-                      llvm::formatv("image {0}x{1} is not divisible into "
-                                    "{2}x{2} patches",
-                                    model.height, model.width,
-                                    model.patchSize));
-  if (model.modelWidth % model.heads != 0)
-    return fieldError("heads",
-                      llvm::formatv("width {0} is not divisible by {1} heads",
-                                    model.modelWidth, model.heads));
-  if (!model.classNames.empty() &&
-      static_cast<int64_t>(model.classNames.size()) != model.classes)
-    return fieldError("class_names",
-                      llvm::formatv("must have {0} entries (classes), got {1}",
-                                    model.classes, model.classNames.size()));
+/// Checks the MoE settings against the rest of the model.
+static Error validateMoE(const ModelDescription &model) {
   const MoESettings &moe = model.moe;
   if (moe.k > moe.numExperts)
     return fieldError("moe.k", llvm::formatv("must be <= moe.num_experts ({0}), "
@@ -341,12 +424,57 @@ Error mlir::vmoe::frontend::validateModelDescription(
                                       "blocks, got {2}",
                                       model.depth, oddBlocks, moe.lastN));
   }
+  if (moe.placement == "every-n" && moe.every > model.depth)
+    return fieldError("moe.every",
+                      llvm::formatv("must be <= depth ({0}), got {1}",
+                                    model.depth, moe.every));
+  if (moe.placement == "layers" && !moe.layers.empty() &&
+      moe.layers.back() >= model.depth)
+    return fieldError("moe.layers",
+                      llvm::formatv("block {0} does not exist (depth {1})",
+                                    moe.layers.back(), model.depth));
   return Error::success();
+}
+
+Error mlir::vmoe::frontend::validateModelDescription(
+    const ModelDescription &model) {
+  if (model.height % model.patchHeight != 0 ||
+      model.width % model.patchWidth != 0)
+    return fieldError("patch_size",
+                      llvm::formatv("image {0}x{1} is not divisible into "
+                                    "{2}x{3} patches",
+                                    model.height, model.width,
+                                    model.patchHeight, model.patchWidth));
+  if (model.modelWidth % model.heads != 0)
+    return fieldError("heads",
+                      llvm::formatv("width {0} is not divisible by {1} heads",
+                                    model.modelWidth, model.heads));
+  if (!model.classNames.empty() &&
+      static_cast<int64_t>(model.classNames.size()) != model.classes)
+    return fieldError("class_names",
+                      llvm::formatv("must have {0} entries (classes), got {1}",
+                                    model.classes, model.classNames.size()));
+  if (model.hasMoE)
+    return validateMoE(model);
+  return Error::success();
+}
+
+int64_t ModelDescription::imagesPerGroupUnit() const {
+  if (!moe.groupTokens)
+    return moe.groupSize;
+  int64_t t = tokensPerImage();
+  return std::lcm(moe.groupTokens, t) / t;
 }
 
 llvm::SmallVector<int64_t> ModelDescription::moeBlocks() const {
   llvm::SmallVector<int64_t> blocks;
-  for (int64_t i = 1; i < depth; i += 2)
+  if (!hasMoE)
+    return blocks;
+  if (moe.placement == "layers")
+    return llvm::SmallVector<int64_t>(moe.layers.begin(), moe.layers.end());
+  // every-n: blocks n-1, 2n-1, ... (V-MoE's "Every n"); every-2 is n = 2.
+  int64_t step = moe.placement == "every-n" ? moe.every : 2;
+  for (int64_t i = step - 1; i < depth; i += step)
     blocks.push_back(i);
   if (moe.placement == "last-n" &&
       static_cast<int64_t>(blocks.size()) > moe.lastN)
@@ -365,51 +493,77 @@ int64_t WeightTensor::numElements() const {
   return n;
 }
 
-std::vector<WeightTensor>
-mlir::vmoe::frontend::weightLayout(const ModelDescription &model) {
+namespace {
+/// Appends tensors to a layout, each at the next 16-float boundary.
+struct LayoutBuilder {
   std::vector<WeightTensor> layout;
-  int64_t d = model.modelWidth, h = model.mlpDim, e = model.moe.numExperts;
   int64_t offset = 0;
-  auto add = [&](std::string name, llvm::SmallVector<int64_t> shape) {
+
+  void add(std::string name, llvm::SmallVector<int64_t> shape) {
     WeightTensor tensor{std::move(name), std::move(shape), offset};
     // Keep every tensor 64-byte aligned for vector loads.
     offset += (tensor.numElements() + 15) / 16 * 16;
     layout.push_back(std::move(tensor));
-  };
-  int64_t patchValues = model.channels * model.patchSize * model.patchSize;
-  add("embedding.kernel", {patchValues, d});
-  add("embedding.bias", {d});
+  }
+  /// A dense layer `prefix`.kernel [in, out] and `prefix`.bias [out].
+  void addDense(const std::string &prefix, int64_t in, int64_t out) {
+    add(prefix + ".kernel", {in, out});
+    add(prefix + ".bias", {out});
+  }
+  /// A LayerNorm `prefix`.scale and `prefix`.bias [d].
+  void addLayerNorm(const std::string &prefix, int64_t d) {
+    add(prefix + ".scale", {d});
+    add(prefix + ".bias", {d});
+  }
+};
+} // namespace
+
+/// The multihead attention pooling head (head "map").
+static void addMAPHead(LayoutBuilder &l, const ModelDescription &model) {
+  int64_t d = model.modelWidth;
+  l.add("map.probe", {1, d});
+  l.addDense("map.attn.q", d, d);
+  l.addDense("map.attn.kv", d, 2 * d);
+  l.addDense("map.attn.out", d, d);
+  l.addLayerNorm("map.ln", d);
+  l.addDense("map.mlp.fc1", d, model.mlpDim);
+  l.addDense("map.mlp.fc2", model.mlpDim, d);
+}
+
+std::vector<WeightTensor>
+mlir::vmoe::frontend::weightLayout(const ModelDescription &model) {
+  LayoutBuilder l;
+  int64_t d = model.modelWidth, h = model.mlpDim, e = model.moe.numExperts;
+  int64_t he = model.expertMlpDim();
+  l.addDense("embedding", model.channels * model.patchHeight * model.patchWidth,
+             d);
   if (model.head == "token")
-    add("cls_token", {1, d});
-  add("pos_embedding", {model.tokensPerImage(), d});
+    l.add("cls_token", {1, d});
+  l.add("pos_embedding", {model.tokensPerImage(), d});
   for (int64_t i = 0; i < model.depth; ++i) {
     std::string block = "blocks." + std::to_string(i) + ".";
-    add(block + "ln1.scale", {d});
-    add(block + "ln1.bias", {d});
-    add(block + "attn.qkv.kernel", {d, 3 * d});
-    add(block + "attn.qkv.bias", {3 * d});
-    add(block + "attn.out.kernel", {d, d});
-    add(block + "attn.out.bias", {d});
-    add(block + "ln2.scale", {d});
-    add(block + "ln2.bias", {d});
+    l.addLayerNorm(block + "ln1", d);
+    l.addDense(block + "attn.qkv", d, 3 * d);
+    l.addDense(block + "attn.out", d, d);
+    l.addLayerNorm(block + "ln2", d);
     if (model.isMoEBlock(i)) {
-      add(block + "moe.router.kernel", {d, e});
-      add(block + "moe.w1", {e, d, h});
-      add(block + "moe.b1", {e, h});
-      add(block + "moe.w2", {e, h, d});
-      add(block + "moe.b2", {e, d});
+      l.add(block + "moe.router.kernel", {d, e});
+      l.add(block + "moe.w1", {e, d, he});
+      l.add(block + "moe.b1", {e, he});
+      l.add(block + "moe.w2", {e, he, d});
+      l.add(block + "moe.b2", {e, d});
     } else {
-      add(block + "mlp.fc1.kernel", {d, h});
-      add(block + "mlp.fc1.bias", {h});
-      add(block + "mlp.fc2.kernel", {h, d});
-      add(block + "mlp.fc2.bias", {d});
+      l.addDense(block + "mlp.fc1", d, h);
+      l.addDense(block + "mlp.fc2", h, d);
     }
   }
-  add("final_ln.scale", {d});
-  add("final_ln.bias", {d});
-  add("head.kernel", {d, model.classes});
-  add("head.bias", {model.classes});
-  return layout;
+  l.addLayerNorm("final_ln", d);
+  if (model.head == "map")
+    addMAPHead(l, model);
+  if (model.representationSize)
+    l.addDense("pre_logits", d, model.representationSize);
+  l.addDense("head", model.headInputWidth(), model.classes);
+  return std::move(l.layout);
 }
 
 int64_t

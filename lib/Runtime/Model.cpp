@@ -5,7 +5,9 @@
 //===----------------------------------------------------------------------===//
 //
 // Batching around the compiled forward function: each batch is copied into
-// an aligned buffer (padding images are black: raw pixel 0 normalized), run
+// an aligned buffer (padding images are all zero after normalization, as
+// in the original V-MoE evaluation, and masked out of routing unless the
+// padding mode is Zeros), run
 // with memref descriptors of the shapes the manifest gives, and its logits
 // and statistics copied out. The capacity ratio is checked first with the
 // rule of Capacity.h, so the compiled code never sees a ratio its buffers
@@ -74,6 +76,9 @@ llvm::Error Model::checkCapacityRatio(double ratio) const {
                                    formatShortest(manifest.maxCapacityRatio) +
                                    " the model was compiled for");
   for (const MoELayerInfo &layer : manifest.moeLayers) {
+    // A fixed capacity does not depend on the ratio.
+    if (layer.fixedCapacity)
+      continue;
     int64_t capacity =
         computeCapacity(layer.k, layer.tokensPerGroup, ratio, layer.numExperts,
                         layer.rule, layer.multipleOf);
@@ -139,17 +144,15 @@ llvm::Error Model::forward(const float *images, int64_t count, double ratio,
   int64_t statsSize = m.statsSize();
   llvm::SmallVector<int64_t> statsTotal(statsSize, 0);
   int64_t batch = m.batchImages;
-  int64_t planeSize = m.height * m.width;
   int64_t numLayers = static_cast<int64_t>(m.moeLayers.size());
   for (int64_t start = 0; start < count; start += batch) {
     int64_t real = std::min(batch, count - start);
     float *batchData = batchImages.get();
     std::memcpy(batchData, images + start * imageSize,
                 sizeof(float) * real * imageSize);
-    for (int64_t image = real; image < batch; ++image)
-      for (int64_t c = 0; c < m.channels; ++c)
-        std::fill_n(batchData + image * imageSize + c * planeSize, planeSize,
-                    normalizePixel(0, m.mean[c], m.std[c]));
+    std::fill_n(batchData + real * imageSize, (batch - real) * imageSize,
+                0.0f);
+    int64_t validImages = padding == Padding::Masked ? real : batch;
     std::fill_n(batchLogits.get(), batch * m.classes, 0.0f);
     std::fill_n(batchStats.get(), statsSize, 0);
 
@@ -161,8 +164,8 @@ llvm::Error Model::forward(const float *images, int64_t count, double ratio,
         makeDescriptor<float, 2>(batchLogits.get(), {batch, m.classes});
     I32x2 statsDesc = makeDescriptor<int32_t, 2>(
         batchStats.get(), {numLayers, m.numExperts() + 1});
-    _mlir_ciface_vmoe_forward(&imagesDesc, &weightsDesc, ratio, &logitsDesc,
-                              &statsDesc);
+    _mlir_ciface_vmoe_forward(&imagesDesc, &weightsDesc, ratio, validImages,
+                              &logitsDesc, &statsDesc);
     if (manifest.target == "cuda") {
       char error[512];
       if (vmoe_cuda_synchronize() != 0 &&

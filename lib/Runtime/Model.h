@@ -7,7 +7,8 @@
 // The C++ side of the runtime API: a model is the linked-in manifest, the
 // weights buffer loaded from safetensors, and scratch buffers for one batch.
 // forward() splits any number of images into compiled batches, pads the last
-// one with black images and sums the routing statistics. Internal to
+// one with all-zero images (masked out of routing, or routed with
+// Padding::Zeros) and sums the routing statistics. Internal to
 // lib/Runtime; vmoe_runtime.h wraps it for C.
 //
 //===----------------------------------------------------------------------===//
@@ -26,6 +27,15 @@
 
 namespace vmoe::runtime {
 
+/// How the padding images of a short last batch take part in routing.
+enum class Padding {
+  /// Their tokens are masked out of routing and take no capacity: a real
+  /// image's result does not depend on them (the default).
+  Masked,
+  /// They are routed like real images (the original V-MoE evaluation).
+  Zeros,
+};
+
 /// A model ready to run: manifest, weights and batch buffers.
 class Model {
 public:
@@ -35,6 +45,9 @@ public:
   load(llvm::StringRef manifestJson, llvm::StringRef weightsPath);
 
   const Manifest &getManifest() const { return manifest; }
+
+  Padding getPadding() const { return padding; }
+  void setPadding(Padding mode) { padding = mode; }
 
   /// Checks that `ratio` is finite, > 0, at most max_capacity_ratio, and
   /// gives every MoE layer between 1 and max_capacity slots per expert.
@@ -54,6 +67,7 @@ private:
   Model() = default;
 
   Manifest manifest;
+  Padding padding = Padding::Masked;
   /// manifest.weightsSize floats.
   AlignedBuffer<float> weights;
   /// One batch of images, its logits and its statistics.

@@ -44,7 +44,7 @@ extern "C" {
 /// The forward pass of one batch (docs/ModelFormat.md §5).
 void _mlir_ciface_vmoe_forward(vmoe::runtime::F32x4 *images,
                                vmoe::runtime::F32x1 *weights,
-                               double capacityRatio,
+                               double capacityRatio, int64_t validImages,
                                vmoe::runtime::F32x2 *logits,
                                vmoe::runtime::I32x2 *stats);
 

@@ -165,6 +165,33 @@ int vmoe_model_check_capacity_ratio(const vmoe_model *model,
   return 0;
 }
 
+int vmoe_model_set_padding(vmoe_model *model, int padding, char *error,
+                           size_t error_size) {
+  setError(error, error_size, "");
+  if (!getManifest(model)) {
+    setError(error, error_size, "no model given");
+    return 1;
+  }
+  if (padding != VMOE_PADDING_MASKED && padding != VMOE_PADDING_ZEROS) {
+    setError(error, error_size,
+             ("unknown padding mode " + llvm::Twine(padding) +
+              " (VMOE_PADDING_MASKED or VMOE_PADDING_ZEROS)")
+                 .str()
+                 .c_str());
+    return 1;
+  }
+  model->model->setPadding(padding == VMOE_PADDING_ZEROS ? Padding::Zeros
+                                                         : Padding::Masked);
+  return 0;
+}
+
+int vmoe_model_get_padding(const vmoe_model *model) {
+  if (!getManifest(model))
+    return -1;
+  return model->model->getPadding() == Padding::Zeros ? VMOE_PADDING_ZEROS
+                                                      : VMOE_PADDING_MASKED;
+}
+
 int vmoe_model_set_threads(int threads) {
   if (threads < 1)
     return 1;

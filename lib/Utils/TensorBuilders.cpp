@@ -75,6 +75,23 @@ SmallVector<OpFoldResult> mlir::vmoe::unitStrides(OpBuilder &b, int64_t rank) {
   return SmallVector<OpFoldResult>(rank, b.getIndexAttr(1));
 }
 
+Value mlir::vmoe::extractIndexOfDim(OpBuilder &b, Location loc, Value tensor,
+                                    unsigned dim, int64_t index) {
+  auto type = cast<RankedTensorType>(tensor.getType());
+  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
+  SmallVector<OpFoldResult> sizes;
+  SmallVector<int64_t> shape;
+  for (auto [d, size] : llvm::enumerate(type.getShape())) {
+    sizes.push_back(b.getIndexAttr(d == dim ? 1 : size));
+    if (d != dim)
+      shape.push_back(size);
+  }
+  offsets[dim] = b.getIndexAttr(index);
+  return tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get(shape, type.getElementType()), tensor,
+      offsets, sizes, unitStrides(b, type.getRank()));
+}
+
 AffineMap mlir::vmoe::projectionMap(MLIRContext *ctx, unsigned numDims,
                                     ArrayRef<unsigned> dims) {
   SmallVector<AffineExpr> exprs;

@@ -10,7 +10,8 @@
 `compile` runs vmoe-compile (--emit=lib) and loads the library through the
 C API of include/vmoe/Runtime/vmoe_runtime.h; `load` opens a library built
 before. Errors are `VMoEError` (`CompileError` for vmoe-compile) carrying
-the one-line message. `vmoe.safetensors` reads and writes weight files.
+the one-line message. `vmoe.safetensors` reads and writes weight files; `vmoe.importers` turns
+Flax and timm checkpoints into a description and weights.
 """
 
 from . import safetensors

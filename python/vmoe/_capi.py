@@ -42,6 +42,9 @@ _SIGNATURES = {
     "vmoe_model_max_capacity_ratio": (ctypes.c_double, [_model]),
     "vmoe_model_check_capacity_ratio": (ctypes.c_int, [
         _model, ctypes.c_double, ctypes.c_char_p, ctypes.c_size_t]),
+    "vmoe_model_set_padding": (ctypes.c_int, [
+        _model, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]),
+    "vmoe_model_get_padding": (ctypes.c_int, [_model]),
     "vmoe_model_set_threads": (ctypes.c_int, [ctypes.c_int]),
     "vmoe_model_get_threads": (ctypes.c_int, []),
     "vmoe_load_png": (ctypes.c_int, [_model, ctypes.c_char_p, _float_p,

@@ -229,6 +229,32 @@ class Model:
         if status != 0:
             raise VMoEError(Library.message(error))
 
+    # Padding modes of the C API (vmoe_model_set_padding).
+    _PADDING = {"masked": 0, "zeros": 1}
+
+    @property
+    def padding(self):
+        """How the last, short batch is filled up with all-zero images:
+        "masked" (default: their tokens take no expert capacity and are not
+        counted in the statistics) or "zeros" (routed like real images, as
+        in the original V-MoE evaluation)."""
+        with self._lock:
+            mode = self._lib.vmoe_model_get_padding(self._require_weights())
+        return {v: k for k, v in self._PADDING.items()}[mode]
+
+    @padding.setter
+    def padding(self, mode):
+        if mode not in self._PADDING:
+            raise VMoEError(f"padding must be 'masked' or 'zeros', got "
+                            f"{mode!r}")
+        error = Library.error_buffer()
+        with self._lock:
+            status = self._lib.vmoe_model_set_padding(
+                self._require_weights(), self._PADDING[mode], error,
+                len(error))
+        if status != 0:
+            raise VMoEError(Library.message(error))
+
     @property
     def threads(self):
         """OpenMP threads of the forward pass. Process-wide: setting it

@@ -1,8 +1,9 @@
 """Safetensors files of float32 tensors (docs/ModelFormat.md §3), numpy only.
 
-`save` writes {name: array} with an optional `__metadata__`; `load` reads a
-file back and rejects a malformed one with a one-line ValueError. Only F32,
-the one dtype compiled models take.
+`save` writes {name: array} as F32 with an optional `__metadata__`; `load`
+reads a file back as float32 and rejects a malformed one with a one-line
+ValueError. By default only F32 is accepted; checkpoints of other frameworks
+(F64, F16, BF16) are read with `load(path, dtypes=DTYPES)`.
 """
 
 import json
@@ -11,7 +12,11 @@ import struct
 
 import numpy as np
 
-__all__ = ["load", "save"]
+__all__ = ["DTYPES", "load", "save"]
+
+# Safetensors dtypes `load` can convert to float32, and their numpy layout
+# (BF16 as the upper half of a float32).
+DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2"}
 
 
 def save(path, tensors, metadata=None):
@@ -38,15 +43,19 @@ def save(path, tensors, metadata=None):
             f.write(data)
 
 
-def load(path):
-    """Reads a safetensors file of F32 tensors -> {name: float32 array}.
+def load(path, dtypes=("F32",)):
+    """Reads a safetensors file -> {name: float32 array}, in header order.
 
-    Raises ValueError with a one-line message on a malformed file: short
-    header, bad JSON, non-F32 dtype, offsets outside the data or not
-    matching the shape, overlapping or gapped tensors.
+    `dtypes`: the stored dtypes accepted (keys of DTYPES). Raises ValueError
+    with a one-line message on a malformed file: unreadable, short header,
+    bad JSON, another dtype, offsets outside the data or not matching the
+    shape, overlapping or gapped tensors.
     """
-    with open(path, "rb") as f:
-        blob = f.read()
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+    except OSError as err:
+        raise ValueError(f"{path}: {err.strerror}") from None
     if len(blob) < 8:
         raise ValueError(f"{path}: not a safetensors file (shorter than 8 "
                          "bytes)")
@@ -69,9 +78,11 @@ def load(path):
         if not isinstance(info, dict) or set(info) != {
                 "dtype", "shape", "data_offsets"}:
             raise ValueError(f"{path}: tensor {name!r}: malformed entry")
-        if info["dtype"] != "F32":
-            raise ValueError(f"{path}: tensor {name!r}: dtype "
-                             f"{info['dtype']!r}, expected F32")
+        dtype = info["dtype"]
+        if dtype not in dtypes or dtype not in DTYPES:
+            raise ValueError(f"{path}: tensor {name!r}: dtype {dtype!r}, "
+                             f"expected {' or '.join(dtypes)}")
+        item = np.dtype(DTYPES[dtype]).itemsize
         shape, span = info["shape"], info["data_offsets"]
         if not (isinstance(shape, list) and all(
                 isinstance(d, int) and not isinstance(d, bool) and d >= 0
@@ -82,11 +93,14 @@ def load(path):
                 for o in span) and 0 <= span[0] <= span[1] <= len(data)):
             raise ValueError(f"{path}: tensor {name!r}: data_offsets {span!r}"
                              f" outside the {len(data)} data bytes")
-        if span[1] - span[0] != 4 * math.prod(shape):
+        if span[1] - span[0] != item * math.prod(shape):
             raise ValueError(f"{path}: tensor {name!r}: {span[1] - span[0]} "
                              f"bytes for shape {shape}")
-        tensors[name] = np.frombuffer(data, dtype="<f4", count=math.prod(
-            shape), offset=span[0]).reshape(shape).astype(np.float32)
+        raw = np.frombuffer(data, dtype=DTYPES[dtype], count=math.prod(
+            shape), offset=span[0])
+        if dtype == "BF16":
+            raw = (raw.astype(np.uint32) << 16).view(np.float32)
+        tensors[name] = raw.astype(np.float32).reshape(shape)
         spans.append((span[0], span[1], name))
     end = 0
     for begin, stop, name in sorted(spans):

@@ -46,10 +46,14 @@ from . import ops
 
 _TOP_FIELDS = ("format", "version", "name", "image", "input", "patch_size",
                "width", "depth", "heads", "mlp_dim", "classes", "class_names",
-               "head", "layer_norm_epsilon", "mlp_activation", "dtype", "moe")
-_MOE_FIELDS = ("placement", "last_n", "num_experts", "k", "capacity_ratio",
-               "capacity_rule", "multiple_of", "routing", "score", "order",
-               "normalize", "activation", "group_size")
+               "head", "final_norm", "representation_size",
+               "layer_norm_epsilon", "mlp_activation", "dtype", "moe")
+_MOE_FIELDS = ("placement", "last_n", "every", "layers", "num_experts", "k",
+               "mlp_dim", "capacity_ratio", "capacity", "capacity_rule",
+               "multiple_of", "routing", "score", "order", "normalize",
+               "activation", "group_size", "group_tokens")
+PLACEMENTS = ("every-2", "every-n", "last-n", "layers")
+HEADS = ("token", "gap", "map")
 _MOE_DEFAULTS = {"capacity_rule": "round", "multiple_of": 1,
                  "routing": "vanilla", "score": "max",
                  "order": "softmax_topk", "normalize": False,
@@ -140,14 +144,13 @@ def parse_description(desc):
             _fail("input.std", "must not contain 0")
         out["input"][key] = [float(v) for v in values]
 
-    for key in ("patch_size", "width", "depth", "heads", "mlp_dim",
-                "classes"):
+    out["patch_size"] = _patch_size(desc)
+    for key in ("width", "depth", "heads", "mlp_dim", "classes"):
         out[key] = _int(desc, key, "")
-    for key in ("height", "width"):
-        if out["image"][key] % out["patch_size"]:
-            _fail("image." + key, f"must be divisible by patch_size "
-                                  f"({out['patch_size']}), got "
-                                  f"{out['image'][key]}")
+    for key, ps in zip(("height", "width"), out["patch_size"]):
+        if out["image"][key] % ps:
+            _fail("image." + key, f"must be divisible by the patch {key} "
+                                  f"({ps}), got {out['image'][key]}")
     if out["width"] % out["heads"]:
         _fail("width", f"must be divisible by heads ({out['heads']}), "
                        f"got {out['width']}")
@@ -158,40 +161,89 @@ def parse_description(desc):
             _fail("class_names", f"must be a list of {out['classes']} "
                                  "strings")
         out["class_names"] = list(names)
-    out["head"] = _choice(desc, "head", "", ("token", "gap"))
+    out["head"] = _choice(desc, "head", "", HEADS)
+    out["final_norm"] = _choice(desc, "final_norm", "", ("tokens", "pooled"),
+                                "tokens")
+    if "representation_size" in desc:
+        out["representation_size"] = _int(desc, "representation_size", "")
     out["layer_norm_epsilon"] = _positive_float(
         desc.get("layer_norm_epsilon", 1e-6), "layer_norm_epsilon")
     out["mlp_activation"] = _choice(desc, "mlp_activation", "",
                                     ops.ACTIVATIONS, "gelu_tanh")
     out["dtype"] = _choice(desc, "dtype", "", ("f32",), "f32")
+    if "moe" in desc:
+        out["moe"] = _parse_moe(desc["moe"], out)
+    return out
 
-    moe = desc.get("moe")
-    if moe is None:
-        _fail("moe", "missing required field")
+
+def _patch_size(desc):
+    """patch_size: an integer (square) or [height, width] -> (ph, pw)."""
+    value = desc.get("patch_size")
+    if isinstance(value, (list, tuple)):
+        if len(value) != 2 or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                for v in value):
+            _fail("patch_size", "must be an integer >= 1 or a list "
+                                "[height, width] of two")
+        return tuple(value)
+    size = _int(desc, "patch_size", "")
+    return (size, size)
+
+
+def _parse_moe(moe, out):
+    """The `moe` object of a description (ModelFormat §1)."""
     _check_fields(moe, _MOE_FIELDS, "moe.")
-    m = {"placement": _choice(moe, "placement", "moe.",
-                              ("every-2", "last-n"))}
+    m = {"placement": _choice(moe, "placement", "moe.", PLACEMENTS)}
+    parameter = {"last-n": "last_n", "every-n": "every", "layers": "layers"}
+    for placement, key in parameter.items():
+        if key in moe and m["placement"] != placement:
+            _fail("moe." + key, f"only used with placement \"{placement}\"")
+    depth = out["depth"]
     if m["placement"] == "last-n":
         m["last_n"] = _int(moe, "last_n", "moe.")
-        odd_blocks = out["depth"] // 2
+        odd_blocks = depth // 2
         if m["last_n"] > odd_blocks:
             _fail("moe.last_n", f"must be <= the number of odd-indexed "
                                 f"blocks ({odd_blocks}), got {m['last_n']}")
-    elif "last_n" in moe:
-        _fail("moe.last_n", "only allowed with placement \"last-n\"")
+    elif m["placement"] == "every-n":
+        m["every"] = _int(moe, "every", "moe.")
+        if m["every"] > depth:
+            _fail("moe.every", f"must be <= depth ({depth}), got "
+                               f"{m['every']}")
+    elif m["placement"] == "layers":
+        layers = moe.get("layers")
+        if not isinstance(layers, list) or not all(
+                isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                for i in layers):
+            _fail("moe.layers", "must be a list of block indices "
+                                "(integers >= 0)")
+        if len(set(layers)) != len(layers):
+            _fail("moe.layers", "lists a block twice")
+        if layers and max(layers) >= depth:
+            _fail("moe.layers", f"block {max(layers)} does not exist "
+                                f"(depth {depth})")
+        m["layers"] = sorted(layers)
     m["num_experts"] = _int(moe, "num_experts", "moe.")
     m["k"] = _int(moe, "k", "moe.")
     if m["k"] > m["num_experts"]:
         _fail("moe.k", f"must be <= moe.num_experts ({m['num_experts']}), "
                        f"got {m['k']}")
-    if "capacity_ratio" not in moe:
-        _fail("moe.capacity_ratio", "missing required field")
-    m["capacity_ratio"] = _positive_float(moe["capacity_ratio"],
-                                          "moe.capacity_ratio")
-    m["capacity_rule"] = _choice(moe, "capacity_rule", "moe.",
-                                 ops.CAPACITY_RULES, "round")
-    m["multiple_of"] = (_int(moe, "multiple_of", "moe.")
-                        if "multiple_of" in moe else 1)
+    m["mlp_dim"] = (_int(moe, "mlp_dim", "moe.") if "mlp_dim" in moe
+                    else out["mlp_dim"])
+    if "capacity" in moe:
+        for key in ("capacity_ratio", "capacity_rule", "multiple_of"):
+            if key in moe:
+                _fail("moe." + key, "not used with a fixed moe.capacity")
+        m["capacity"] = _int(moe, "capacity", "moe.")
+    else:
+        if "capacity_ratio" not in moe:
+            _fail("moe.capacity_ratio", "missing required field")
+        m["capacity_ratio"] = _positive_float(moe["capacity_ratio"],
+                                              "moe.capacity_ratio")
+        m["capacity_rule"] = _choice(moe, "capacity_rule", "moe.",
+                                     ops.CAPACITY_RULES, "round")
+        m["multiple_of"] = (_int(moe, "multiple_of", "moe.")
+                            if "multiple_of" in moe else 1)
     m["routing"] = _choice(moe, "routing", "moe.", ROUTINGS, "vanilla")
     m["score"] = _choice(moe, "score", "moe.", ops.PRIORITY_SCORES, "max")
     m["order"] = _choice(moe, "order", "moe.", ops.ROUTE_ORDERS,
@@ -202,16 +254,22 @@ def parse_description(desc):
     m["normalize"] = normalize
     m["activation"] = _choice(moe, "activation", "moe.", ops.ACTIVATIONS,
                               "gelu_tanh")
-    m["group_size"] = _int(moe, "group_size", "moe.")
-    out["moe"] = m
-    # The default capacity must size to B >= 1 (SPEC §4).
-    try:
-        ops.sized_capacity(m["k"], m["group_size"] * tokens_per_image(out),
-                           m["capacity_ratio"], m["num_experts"],
-                           m["capacity_rule"], m["multiple_of"])
-    except ValueError as err:
-        _fail("moe.capacity_ratio", str(err))
-    return out
+    if "group_tokens" in moe:
+        if "group_size" in moe:
+            _fail("moe.group_tokens", "give moe.group_size or "
+                                      "moe.group_tokens, not both")
+        m["group_tokens"] = _int(moe, "group_tokens", "moe.")
+    else:
+        m["group_size"] = _int(moe, "group_size", "moe.")
+    if "capacity" not in m:
+        # The default capacity must size to B >= 1 (SPEC §4).
+        try:
+            ops.sized_capacity(m["k"], tokens_per_group({**out, "moe": m}),
+                               m["capacity_ratio"], m["num_experts"],
+                               m["capacity_rule"], m["multiple_of"])
+        except ValueError as err:
+            _fail("moe.capacity_ratio", str(err))
+    return m
 
 
 def load_description(path):
@@ -225,24 +283,48 @@ def load_description(path):
 
 
 def num_patches(desc):
-    """P = (height / patch) * (width / patch)."""
-    ps = desc["patch_size"]
-    return (desc["image"]["height"] // ps) * (desc["image"]["width"] // ps)
+    """P = (height / patch height) * (width / patch width)."""
+    ph, pw = desc["patch_size"]
+    return (desc["image"]["height"] // ph) * (desc["image"]["width"] // pw)
 
 
 def tokens_per_image(desc):
-    """T = P + 1 with a class token, P with mean pooling."""
+    """T = P + 1 with a class token, P with mean or attention pooling."""
     return num_patches(desc) + (1 if desc["head"] == "token" else 0)
 
 
-def moe_blocks(depth, placement, last_n=None):
+def tokens_per_group(desc):
+    """S: moe.group_tokens, or moe.group_size images of T tokens."""
+    moe = desc["moe"]
+    if "group_tokens" in moe:
+        return moe["group_tokens"]
+    return moe["group_size"] * tokens_per_image(desc)
+
+
+def images_per_group_unit(desc):
+    """The smallest number of images that fills whole routing groups:
+    group_size, or lcm(S, T) / T with group_tokens; 1 for a dense ViT."""
+    if "moe" not in desc:
+        return 1
+    if "group_tokens" not in desc["moe"]:
+        return desc["moe"]["group_size"]
+    t = tokens_per_image(desc)
+    return math.lcm(desc["moe"]["group_tokens"], t) // t
+
+
+def moe_blocks(depth, placement, last_n=None, every=None, layers=None):
     """0-based indices of the MoE blocks (SPEC §5 placement rules).
 
-    every-2: blocks 1, 3, 5, ...; last-n: the last n odd-indexed blocks.
+    every-2: blocks 1, 3, 5, ...; every-n: blocks n-1, 2n-1, ... (V-MoE's
+    "Every n"); last-n: the last n odd-indexed blocks; layers: the list.
     """
     odd = list(range(1, depth, 2))
     if placement == "every-2":
         return odd
+    if placement == "every-n":
+        return list(range(every - 1, depth, every))
+    if placement == "layers":
+        return sorted(layers)
     if placement == "last-n":
         if last_n is None or not 1 <= last_n <= len(odd):
             raise ValueError(f"last_n must be in [1, {len(odd)}], "
@@ -251,16 +333,26 @@ def moe_blocks(depth, placement, last_n=None):
     raise ValueError(f"unknown placement {placement!r}")
 
 
+def description_moe_blocks(desc):
+    """The MoE blocks of a parsed description ([] for a dense ViT)."""
+    moe = desc.get("moe")
+    if moe is None:
+        return []
+    return moe_blocks(desc["depth"], moe["placement"], moe.get("last_n"),
+                      moe.get("every"), moe.get("layers"))
+
+
 def expected_shapes(desc):
     """Ordered {name: shape} of every tensor of ModelFormat §3."""
-    D, H, E = desc["width"], desc["mlp_dim"], desc["moe"]["num_experts"]
-    C, ps = desc["image"]["channels"], desc["patch_size"]
-    shapes = {"embedding.kernel": (C * ps * ps, D), "embedding.bias": (D,)}
+    D, H = desc["width"], desc["mlp_dim"]
+    moe_cfg = desc.get("moe") or {}
+    E, He = moe_cfg.get("num_experts", 0), moe_cfg.get("mlp_dim", H)
+    C, (ph, pw) = desc["image"]["channels"], desc["patch_size"]
+    shapes = {"embedding.kernel": (C * ph * pw, D), "embedding.bias": (D,)}
     if desc["head"] == "token":
         shapes["cls_token"] = (1, D)
     shapes["pos_embedding"] = (tokens_per_image(desc), D)
-    moe = set(moe_blocks(desc["depth"], desc["moe"]["placement"],
-                         desc["moe"].get("last_n")))
+    moe = set(description_moe_blocks(desc))
     for i in range(desc["depth"]):
         p = f"blocks.{i}."
         shapes.update({p + "ln1.scale": (D,), p + "ln1.bias": (D,),
@@ -271,15 +363,29 @@ def expected_shapes(desc):
                        p + "ln2.scale": (D,), p + "ln2.bias": (D,)})
         if i in moe:
             shapes.update({p + "moe.router.kernel": (D, E),
-                           p + "moe.w1": (E, D, H), p + "moe.b1": (E, H),
-                           p + "moe.w2": (E, H, D), p + "moe.b2": (E, D)})
+                           p + "moe.w1": (E, D, He), p + "moe.b1": (E, He),
+                           p + "moe.w2": (E, He, D), p + "moe.b2": (E, D)})
         else:
             shapes.update({p + "mlp.fc1.kernel": (D, H),
                            p + "mlp.fc1.bias": (H,),
                            p + "mlp.fc2.kernel": (H, D),
                            p + "mlp.fc2.bias": (D,)})
-    shapes.update({"final_ln.scale": (D,), "final_ln.bias": (D,),
-                   "head.kernel": (D, desc["classes"]),
+    shapes.update({"final_ln.scale": (D,), "final_ln.bias": (D,)})
+    if desc["head"] == "map":
+        shapes.update({"map.probe": (1, D),
+                       "map.attn.q.kernel": (D, D), "map.attn.q.bias": (D,),
+                       "map.attn.kv.kernel": (D, 2 * D),
+                       "map.attn.kv.bias": (2 * D,),
+                       "map.attn.out.kernel": (D, D),
+                       "map.attn.out.bias": (D,),
+                       "map.ln.scale": (D,), "map.ln.bias": (D,),
+                       "map.mlp.fc1.kernel": (D, H), "map.mlp.fc1.bias": (H,),
+                       "map.mlp.fc2.kernel": (H, D),
+                       "map.mlp.fc2.bias": (D,)})
+    R = desc.get("representation_size")
+    if R:
+        shapes.update({"pre_logits.kernel": (D, R), "pre_logits.bias": (R,)})
+    shapes.update({"head.kernel": (R or D, desc["classes"]),
                    "head.bias": (desc["classes"],)})
     return shapes
 
@@ -295,7 +401,7 @@ load_safetensors = safetensors.load
 # ---------------------------------------------------------------------------
 # Differentiable MoE layer (SPEC §3, forward values equal ops.moe_layer)
 
-def dispatch_slots(ids, order, num_experts, limit):
+def dispatch_slots(ids, order, num_experts, limit, valid=None):
     """Slots [G,S,k] (int32) of SPEC §3 dispatch, computed without a loop.
 
     Choices are laid out in dispatch order (choice-major, tokens in priority
@@ -303,17 +409,24 @@ def dispatch_slots(ids, order, num_experts, limit):
     choices of the same expert. Since an expert's fill only stops growing
     once it is full, a choice is kept iff that count is below `limit`, and
     then its slot is the count: exactly what the sequential walk gives.
+    `valid` ([G,S] bool, None = all) masks tokens out of routing: their
+    choices take no slot and do not count.
     """
     G, S, k = ids.shape
     ids = ids.long()
+    if valid is None:
+        valid = torch.ones(G, S, dtype=torch.bool)
     if order is not None:
         index = order.long().unsqueeze(-1).expand(G, S, k)
         ids = torch.gather(ids, 1, index)
+        valid = torch.gather(valid, 1, order.long())
     sequence = ids.transpose(1, 2).reshape(G, k * S)
-    onehot = F.one_hot(sequence, num_experts)
+    present = valid.repeat(1, k)
+    onehot = F.one_hot(sequence, num_experts) * present.unsqueeze(-1)
     earlier = onehot.cumsum(1) - onehot
     count = torch.gather(earlier, 2, sequence.unsqueeze(-1)).squeeze(-1)
-    slots = torch.where(count < limit, count, torch.full_like(count, -1))
+    slots = torch.where(present & (count < limit), count,
+                        torch.full_like(count, -1))
     slots = slots.reshape(G, k, S).transpose(1, 2)
     if order is not None:
         slots = torch.empty_like(slots).scatter_(1, index, slots)
@@ -362,13 +475,15 @@ def auxiliary_loss(logits, noisy_logits, gates, k, noise_std):
 def moe_forward(x, router, w1, b1, w2, b2, *, k, num_experts, capacity_ratio,
                 routing="vanilla", score="max", capacity_rule="round",
                 multiple_of=1, activation="gelu_tanh", order="softmax_topk",
-                normalize=False, noise=None, noise_std=1.0):
+                normalize=False, noise=None, noise_std=1.0, capacity=None,
+                valid=None):
     """One MoE layer on x [G,S,D]; the batched twin of ops.moe_layer.
 
     Same arguments and result dict as ops.moe_layer (gates, ids, weights,
     order, slots, buffers, y, out, B), plus `aux_loss` when `noise`
     ([G,S,E] standard normal, training only) is given; its std is
-    noise_std/E.
+    noise_std/E. `capacity` (an int) fixes B instead of capacity_ratio.
+    `valid` ([G,S] bool) masks tokens out of routing (dispatch_slots).
     """
     S = x.shape[1]
     if noise is None:
@@ -385,9 +500,9 @@ def moe_forward(x, router, w1, b1, w2, b2, *, k, num_experts, capacity_ratio,
                                 k if score == "sum_topk" else None)
     else:
         raise ValueError(f"unknown routing {routing!r}")
-    B = ops.sized_capacity(k, S, capacity_ratio, num_experts, capacity_rule,
-                           multiple_of)
-    slots = dispatch_slots(ids, priority, num_experts, B)
+    B = capacity or ops.sized_capacity(k, S, capacity_ratio, num_experts,
+                                       capacity_rule, multiple_of)
+    slots = dispatch_slots(ids, priority, num_experts, B, valid)
     buffers = gather_buffers(x, ids, slots, num_experts, B)
     y = ops.expert_ffn(buffers, w1, b1, w2, b2, activation)
     out = ops.combine(y, ids, slots, weights)
@@ -493,14 +608,21 @@ class MoE(nn.Module):
         self.w2 = _xavier(E, hidden, dim)
         self.b2 = nn.Parameter(torch.zeros(E, dim))
 
-    def forward(self, x, tokens_per_group, routing, score, capacity_ratio):
+    def forward(self, x, tokens_per_group, routing, score, capacity_ratio,
+                valid_images=None):
         """x [N, T, D] -> (out [N, T, D], layer result dict).
 
         Tokens are grouped [G, S, D] image by image; router noise (and the
-        auxiliary loss) only in training mode.
+        auxiliary loss) only in training mode. With `valid_images`, the
+        tokens of the images after the first valid_images are masked out of
+        routing (padding).
         """
         N, T, D = x.shape
         grouped = x.reshape(N * T // tokens_per_group, tokens_per_group, D)
+        valid = None
+        if valid_images is not None:
+            valid = (torch.arange(N * T) < valid_images * T).reshape(
+                grouped.shape[:2])
         cfg = self.cfg
         noise = None
         if self.training:
@@ -509,9 +631,11 @@ class MoE(nn.Module):
             grouped, self.router.kernel, self.w1, self.b1, self.w2, self.b2,
             k=cfg["k"], num_experts=cfg["num_experts"],
             capacity_ratio=capacity_ratio, routing=routing, score=score,
-            capacity_rule=cfg["capacity_rule"],
-            multiple_of=cfg["multiple_of"], activation=cfg["activation"],
-            order=cfg["order"], normalize=cfg["normalize"], noise=noise)
+            capacity_rule=cfg.get("capacity_rule", "round"),
+            multiple_of=cfg.get("multiple_of", 1), activation=cfg["activation"],
+            order=cfg["order"], normalize=cfg["normalize"], noise=noise,
+            capacity=cfg.get("capacity"), valid=valid)
+        result["valid"] = valid
         return result["out"].reshape(N, T, D), result
 
 
@@ -525,7 +649,7 @@ class Block(nn.Module):
         self.attn = Attention(D, desc["heads"])
         self.ln2 = LayerNorm(D, eps)
         if is_moe:
-            self.moe = MoE(D, desc["mlp_dim"], desc["moe"])
+            self.moe = MoE(D, desc["moe"]["mlp_dim"], desc["moe"])
         else:
             self.mlp = Mlp(D, desc["mlp_dim"], desc["mlp_activation"])
         self.is_moe = is_moe
@@ -538,6 +662,36 @@ class Block(nn.Module):
         return x + out, result
 
 
+class MAPHead(nn.Module):
+    """Multihead attention pooling (big_vision's MAPHead, timm's
+    AttentionPoolLatent): a learned probe attends to the tokens (query
+    q, keys and values kv: k before v, head h in columns h*dh .. (h+1)*dh
+    of each), then p + mlp(ln(p))."""
+
+    def __init__(self, desc):
+        super().__init__()
+        D = desc["width"]
+        self.heads = desc["heads"]
+        self.probe = nn.Parameter(torch.randn(1, D) * 0.02)
+        self.attn = nn.Module()
+        self.attn.q = Dense(D, D)
+        self.attn.kv = Dense(D, 2 * D)
+        self.attn.out = Dense(D, D)
+        self.ln = LayerNorm(D, desc["layer_norm_epsilon"])
+        self.mlp = Mlp(D, desc["mlp_dim"], desc["mlp_activation"])
+
+    def forward(self, x):
+        N, T, D = x.shape
+        dh = D // self.heads
+        q = self.attn.q(self.probe).view(self.heads, 1, dh)
+        k, v = self.attn.kv(x).view(N, T, 2, self.heads, dh).permute(
+            2, 0, 3, 1, 4)
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(dh)
+        mixed = torch.matmul(torch.softmax(scores, dim=-1), v)
+        pooled = self.attn.out(mixed.reshape(N, D))
+        return pooled + self.mlp(self.ln(pooled))
+
+
 class VMoE(nn.Module):
     """The V-MoE ViT of ModelFormat §2, built from a description dict."""
 
@@ -545,12 +699,10 @@ class VMoE(nn.Module):
         super().__init__()
         desc = parse_description(description)
         self.desc = desc
-        D, C, ps = desc["width"], desc["image"]["channels"], \
+        D, C, (ph, pw) = desc["width"], desc["image"]["channels"], \
             desc["patch_size"]
-        moe = desc["moe"]
-        self.moe_block_ids = moe_blocks(desc["depth"], moe["placement"],
-                                        moe.get("last_n"))
-        self.embedding = Dense(C * ps * ps, D)
+        self.moe_block_ids = description_moe_blocks(desc)
+        self.embedding = Dense(C * ph * pw, D)
         if desc["head"] == "token":
             self.cls_token = nn.Parameter(torch.zeros(1, D))
         self.pos_embedding = nn.Parameter(
@@ -559,36 +711,49 @@ class VMoE(nn.Module):
             Block(desc, i in self.moe_block_ids)
             for i in range(desc["depth"]))
         self.final_ln = LayerNorm(D, desc["layer_norm_epsilon"])
-        self.head = Dense(D, desc["classes"], zero=True)
+        if desc["head"] == "map":
+            self.map = MAPHead(desc)
+        R = desc.get("representation_size")
+        if R:
+            self.pre_logits = Dense(D, R)
+        self.head = Dense(R or D, desc["classes"], zero=True)
 
     def patches(self, images):
-        """[N, C, H, W] -> [N, P, C*ps*ps], patches row-major, (c, i, j)."""
+        """[N, C, H, W] -> [N, P, C*ph*pw], patches row-major, (c, i, j)."""
         N, C, H, W = images.shape
-        ps = self.desc["patch_size"]
-        x = images.reshape(N, C, H // ps, ps, W // ps, ps)
+        ph, pw = self.desc["patch_size"]
+        x = images.reshape(N, C, H // ph, ph, W // pw, pw)
         return x.permute(0, 2, 4, 1, 3, 5).reshape(
-            N, (H // ps) * (W // ps), C * ps * ps)
+            N, (H // ph) * (W // pw), C * ph * pw)
 
-    def forward(self, images, routing=None, score=None, capacity_ratio=None):
+    def forward(self, images, routing=None, score=None, capacity_ratio=None,
+                valid_images=None):
         """Normalized images [N, C, H, W] -> (logits [N, classes], layers).
 
         routing / score / capacity_ratio override the description's moe
-        settings (None = the description's). N must be a multiple of
-        moe.group_size. `layers` holds the result dict of each MoE layer
-        (see moe_forward), in block order.
+        settings (None = the description's). N must fill whole routing
+        groups (a multiple of images_per_group_unit). With valid_images,
+        the images after the first valid_images are padding, masked out of
+        routing. `layers` holds the result dict of each MoE layer (see
+        moe_forward), in block order.
         """
-        moe = self.desc["moe"]
-        group = moe["group_size"]
-        if images.shape[0] % group:
-            raise ValueError(f"batch of {images.shape[0]} images is not a "
-                             f"multiple of moe.group_size ({group})")
         T = tokens_per_image(self.desc)
-        moe_args = {
-            "tokens_per_group": group * T,
-            "routing": routing or moe["routing"],
-            "score": score or moe["score"],
-            "capacity_ratio": (moe["capacity_ratio"] if capacity_ratio is None
-                               else capacity_ratio)}
+        moe_args = {}
+        if "moe" in self.desc:
+            moe = self.desc["moe"]
+            unit = images_per_group_unit(self.desc)
+            if images.shape[0] % unit:
+                raise ValueError(f"batch of {images.shape[0]} images does "
+                                 f"not fill whole routing groups (a "
+                                 f"multiple of {unit} images)")
+            moe_args = {
+                "tokens_per_group": tokens_per_group(self.desc),
+                "routing": routing or moe["routing"],
+                "score": score or moe["score"],
+                "capacity_ratio": (moe.get("capacity_ratio")
+                                   if capacity_ratio is None
+                                   else capacity_ratio),
+                "valid_images": valid_images}
         x = self.embedding(self.patches(images))
         if self.desc["head"] == "token":
             cls = self.cls_token.expand(x.shape[0], 1, -1)
@@ -599,9 +764,24 @@ class VMoE(nn.Module):
             x, result = block(x, **moe_args)
             if result is not None:
                 layers.append(result)
-        x = self.final_ln(x)
-        pooled = x[:, 0] if self.desc["head"] == "token" else x.mean(1)
-        return self.head(pooled), layers
+        return self.classify(x), layers
+
+    def classify(self, x):
+        """Encoded tokens [N, T, D] -> logits: final_ln (on the tokens or on
+        the pooled vector), pooling, pre-logits (dense + tanh), head."""
+        if self.desc["final_norm"] == "tokens":
+            x = self.final_ln(x)
+        if self.desc["head"] == "token":
+            pooled = x[:, 0]
+        elif self.desc["head"] == "gap":
+            pooled = x.mean(1)
+        else:
+            pooled = self.map(x)
+        if self.desc["final_norm"] == "pooled":
+            pooled = self.final_ln(pooled)
+        if self.desc.get("representation_size"):
+            pooled = torch.tanh(self.pre_logits(pooled))
+        return self.head(pooled)
 
     def export_tensors(self):
         """{name: float32 numpy array} in ModelFormat §3 names and order."""
@@ -651,24 +831,31 @@ def normalize_images(images_uint8, mean, std):
     return (x - mean) / std
 
 
+PADDINGS = ("masked", "zeros")
+
+
 def evaluate(model, images_uint8, mean=None, std=None, batch=None,
-             routing=None, score=None, capacity_ratio=None):
+             routing=None, score=None, capacity_ratio=None, padding="masked"):
     """Runs the model on uint8 images [N, C, H, W] in batches.
 
-    batch (default: group_size, one group) must be a multiple of
-    moe.group_size; the last batch is padded with black images (pixel 0
-    before normalization), which take part in routing. mean/std default to
-    the description's input normalization; routing/score/capacity_ratio to
-    its moe settings. Returns (logits float32 [N, classes] of the real
-    images, stats int32 [L, E + 1]: per MoE layer the kept choices per
-    expert summed over all groups of all batches, padding included, then
-    the dropped choices).
+    batch (default: images_per_group_unit) must fill whole routing groups.
+    The last batch is padded with all-zero images (after normalization);
+    with padding "masked" (the default, as the runtime) their tokens are
+    masked out of routing, with "zeros" (the original V-MoE evaluation)
+    they take part in it. mean/std default to the description's input
+    normalization; routing/score/capacity_ratio to its moe settings.
+    Returns (logits float32 [N, classes] of the real images, stats int32
+    [L, E + 1]: per MoE layer the kept choices per expert summed over all
+    groups of all batches, then the dropped choices; masked tokens count in
+    neither).
     """
+    if padding not in PADDINGS:
+        raise ValueError(f"unknown padding {padding!r}")
     desc = model.desc
     mean = desc["input"]["mean"] if mean is None else mean
     std = desc["input"]["std"] if std is None else std
-    batch = desc["moe"]["group_size"] if batch is None else batch
-    E = desc["moe"]["num_experts"]
+    batch = images_per_group_unit(desc) if batch is None else batch
+    E = desc["moe"]["num_experts"] if "moe" in desc else 0
     images = np.asarray(images_uint8, dtype=np.uint8)
     n = images.shape[0]
     stats = np.zeros((len(model.moe_block_ids), E + 1), dtype=np.int64)
@@ -677,18 +864,22 @@ def evaluate(model, images_uint8, mean=None, std=None, batch=None,
     model.eval()
     with torch.no_grad():
         for start in range(0, n, batch):
-            chunk = images[start:start + batch]
-            if chunk.shape[0] < batch:
-                pad = np.zeros((batch - chunk.shape[0],) + chunk.shape[1:],
-                               dtype=np.uint8)
-                chunk = np.concatenate([chunk, pad])
-            out, layers = model(normalize_images(chunk, mean, std),
-                                routing=routing, score=score,
-                                capacity_ratio=capacity_ratio)
-            logits.append(out[:min(batch, n - start)].numpy())
+            real = min(batch, n - start)
+            x = normalize_images(images[start:start + real], mean, std)
+            if real < batch:
+                x = torch.cat([x, x.new_zeros((batch - real,) + x.shape[1:])])
+            out, layers = model(
+                x, routing=routing, score=score,
+                capacity_ratio=capacity_ratio,
+                valid_images=real if padding == "masked" else None)
+            logits.append(out[:real].numpy())
             for row, layer in zip(stats, layers):
-                s = ops.routing_stats(layer["ids"], layer["slots"], E)
+                s = ops.routing_stats(layer["ids"], layer["slots"], E,
+                                      layer.get("valid"))
                 row[:E] += s["fill"].numpy()
                 row[E] += s["dropped"]
     model.train(was_training)
+    if not logits:
+        return (np.zeros((0, desc["classes"]), np.float32),
+                stats.astype(np.int32))
     return np.concatenate(logits).astype(np.float32), stats.astype(np.int32)

@@ -128,7 +128,8 @@ def runtime_capacity(k, S, C, E, max_capacity, rule="round", multiple_of=1):
     return min(max(capacity(k, S, C, E, rule, multiple_of), 0), max_capacity)
 
 
-def dispatch(x, ids, order, B, num_experts, runtime_capacity=None):
+def dispatch(x, ids, order, B, num_experts, runtime_capacity=None,
+             num_valid=None):
     """vmoe.dispatch: x [G,S,D], ids [G,S,k] -> buffers [E,G,B,D], slots.
 
     Per group, choice by choice (every top-1 before any top-2), tokens in
@@ -136,6 +137,8 @@ def dispatch(x, ids, order, B, num_experts, runtime_capacity=None):
     the next free slot of its expert while the expert has fewer than the
     effective capacity min(runtime_capacity, B) tokens, else it is dropped
     (slot -1). Expert ids outside [0, E) are dropped. Unfilled rows are zero.
+    With `num_valid` (the `valid` operand), token t of group g is routed
+    only if g*S + t < num_valid; the others take no slot (slot -1).
     """
     G, S, D = x.shape
     k = ids.shape[-1]
@@ -149,6 +152,8 @@ def dispatch(x, ids, order, B, num_experts, runtime_capacity=None):
         fill = [0] * num_experts
         for i in range(k):
             for t in order_list[g]:
+                if num_valid is not None and g * S + t >= num_valid:
+                    continue
                 e = ids_list[g][t][i]
                 if 0 <= e < num_experts and fill[e] < limit:
                     slots[g][t][i] = fill[e]
@@ -205,26 +210,31 @@ def combine(y, ids, slots, weights):
     return out
 
 
-def routing_stats(ids, slots, num_experts):
+def routing_stats(ids, slots, num_experts, valid=None):
     """Routing statistics of one layer.
 
     Returns a dict: `fill` (int64 [E], kept choices per expert summed over
-    groups) and `dropped` (the number of dropped choices).
+    groups) and `dropped` (the number of dropped choices). With `valid`
+    ([G,S] bool), the choices of masked tokens count in neither.
     """
     kept = slots >= 0
     fill = torch.bincount(ids[kept].long(), minlength=num_experts)
-    return {"fill": fill, "dropped": int((~kept).sum())}
+    lost = ~kept
+    if valid is not None:
+        lost = lost & valid.unsqueeze(-1)
+    return {"fill": fill, "dropped": int(lost.sum())}
 
 
 def moe_layer(x, router, w1, b1, w2, b2, *, k, num_experts, capacity_ratio,
               routing="vanilla", score="max", capacity_rule="round",
               multiple_of=1, activation="gelu_tanh", order="softmax_topk",
-              normalize=False, runtime_capacity=None):
+              normalize=False, runtime_capacity=None, num_valid=None):
     """One sparse MoE layer: route, [bpr_sort], dispatch, expert_ffn, combine.
 
     B is sized from capacity_ratio (ValueError if it rounds to 0);
     runtime_capacity (an int) lowers the effective capacity as the
-    `capacity` operand of vmoe.dispatch does. Returns a dict with gates, ids,
+    `capacity` operand of vmoe.dispatch does; num_valid masks tokens out of
+    routing as its `valid` operand does. Returns a dict with gates, ids,
     weights, order (None for vanilla routing), slots, buffers, y, out and B.
     """
     if router.shape[1] != num_experts:
@@ -243,7 +253,7 @@ def moe_layer(x, router, w1, b1, w2, b2, *, k, num_experts, capacity_ratio,
     B = sized_capacity(k, S, capacity_ratio, num_experts, capacity_rule,
                        multiple_of)
     buffers, slots = dispatch(x, ids, priority, B, num_experts,
-                              runtime_capacity)
+                              runtime_capacity, num_valid)
     y = expert_ffn(buffers, w1, b1, w2, b2, activation)
     out = combine(y, ids, slots, weights)
     return {"gates": gates, "ids": ids, "weights": weights,

@@ -118,6 +118,9 @@ def test_placement():
     assert model.moe_blocks(12, "every-2") == [1, 3, 5, 7, 9, 11]
     assert model.moe_blocks(5, "last-n", 1) == [3]
     assert model.moe_blocks(1, "every-2") == []
+    assert model.moe_blocks(12, "every-n", every=3) == [2, 5, 8, 11]
+    assert model.moe_blocks(4, "every-n", every=1) == [0, 1, 2, 3]
+    assert model.moe_blocks(4, "layers", layers=[3, 0]) == [0, 3]
     for bad in (0, 3):
         try:
             model.moe_blocks(4, "last-n", bad)
@@ -147,6 +150,13 @@ def test_description_errors_name_the_field():
     expect(lambda d: d["moe"].update(last_n=1), "moe.last_n")
     expect(lambda d: d["input"].update(mean=[0.5, 0.5]), "input.mean")
     expect(lambda d: d.update(version=2), "version")
+    expect(lambda d: d.update(patch_size=[4]), "patch_size")
+    expect(lambda d: d.update(final_norm="pre"), "final_norm")
+    expect(lambda d: d["moe"].update(placement="layers", layers=[0, 9]),
+           "moe.layers")
+    expect(lambda d: d["moe"].update(every=2), "moe.every")
+    expect(lambda d: d["moe"].update(capacity=4), "moe.capacity_ratio")
+    expect(lambda d: d["moe"].update(group_tokens=7), "moe.group_tokens")
     parsed = model.parse_description(_DIGITS)
     assert parsed["moe"]["routing"] == "vanilla"
     assert parsed["layer_norm_epsilon"] == 1e-6
@@ -166,6 +176,27 @@ def test_tensor_names_and_shapes():
     gap_shapes = model.expected_shapes(model.parse_description(gap))
     assert "cls_token" not in gap_shapes
     assert gap_shapes["pos_embedding"] == (16, 16)
+    # Attention pooling, pre-logits, an expert width of its own, 4x2
+    # patches; a parsed description parses again to itself.
+    rich = copy.deepcopy(_DIGITS)
+    rich.update(head="map", representation_size=7, patch_size=[4, 2])
+    rich["moe"].update(mlp_dim=40)
+    parsed = model.parse_description(rich)
+    assert model.parse_description(parsed) == parsed
+    shapes = model.expected_shapes(parsed)
+    assert shapes["embedding.kernel"] == (8, 16)
+    assert shapes["pos_embedding"] == (8, 16)
+    assert shapes["blocks.1.moe.w1"] == (4, 16, 40)
+    assert shapes["blocks.0.mlp.fc1.kernel"] == (16, 24)
+    assert shapes["map.mlp.fc1.kernel"] == (16, 24)
+    assert shapes["map.attn.kv.kernel"] == (16, 32)
+    assert shapes["pre_logits.kernel"] == (16, 7)
+    assert shapes["head.kernel"] == (7, 10)
+    dense = copy.deepcopy(_DIGITS)
+    del dense["moe"]
+    net = model.VMoE(dense)
+    assert net.moe_block_ids == [] and "blocks.1.mlp.fc1.kernel" in \
+        dict(net.named_parameters())
 
 
 def test_safetensors_round_trip():
@@ -225,15 +256,51 @@ def test_evaluate_pads_and_counts():
     net = model.VMoE(_DIGITS).eval()
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (5, 1, 8, 8), dtype=np.uint8)
-    logits, stats = model.evaluate(net, images, batch=4)
+    x = torch.cat([model.normalize_images(images[4:], [0.5], [0.5]),
+                   torch.zeros(3, 1, 8, 8)])
+    # Zero padding (the original V-MoE): the 3 padding images are routed.
+    logits, stats = model.evaluate(net, images, batch=4, padding="zeros")
     assert logits.shape == (5, 10) and logits.dtype == np.float32
     # 2 batches x 4 images x 17 tokens x k=2 choices per layer.
     assert stats.shape == (2, 5) and (stats.sum(1) == 2 * 4 * 17 * 2).all()
-    padded = np.concatenate([images[4:], np.zeros((3, 1, 8, 8), np.uint8)])
-    x = model.normalize_images(padded, [0.5], [0.5])
     with torch.no_grad():
         want = net(x)[0][:1].numpy()
     assert np.array_equal(logits[4:], want)
+    # Masked padding (the default): only the 5 real images are routed.
+    logits, stats = model.evaluate(net, images, batch=4)
+    assert (stats.sum(1) == 5 * 17 * 2).all()
+    with torch.no_grad():
+        want = net(x, valid_images=1)[0][:1].numpy()
+        # Whatever the padding holds, the real image is unchanged.
+        noise = torch.cat([x[:1], torch.randn(3, 1, 8, 8) * 5])
+        same = net(noise, valid_images=1)[0][:1].numpy()
+    assert np.array_equal(logits[4:], want)
+    assert np.array_equal(same, want)
+
+
+def test_masked_dispatch_is_truncated_dispatch():
+    # Masked tokens take no capacity: the valid tokens get the slots that a
+    # group holding only them (same order among them, same B) would give.
+    gen = torch.Generator().manual_seed(3)
+    G, S, k, E, B, valid = 2, 12, 2, 4, 3, 17
+    ids = torch.stack([torch.randperm(E, generator=gen)[:k]
+                       for _ in range(G * S)]).view(G, S, k).int()
+    order = torch.stack([torch.randperm(S, generator=gen)
+                         for _ in range(G)]).int()
+    mask = (torch.arange(G * S) < valid).view(G, S)
+    slots = model.dispatch_slots(ids, order, E, B, mask)
+    walked = ops.dispatch(torch.zeros(G, S, 1), ids, order, B, E,
+                          num_valid=valid)[1]
+    assert torch.equal(slots, walked)
+    assert torch.equal(slots[0], model.dispatch_slots(ids[:1], order[:1],
+                                                      E, B)[0])
+    n = valid - S
+    kept = order[1][order[1] < n].view(1, n)
+    assert torch.equal(slots[1, :n], model.dispatch_slots(ids[1:, :n], kept,
+                                                          E, B)[0])
+    assert (slots[1, n:] == -1).all()
+    stats = ops.routing_stats(ids, slots, E, mask)
+    assert int(stats["fill"].sum()) + stats["dropped"] == valid * k
 
 
 TESTS = [value for name, value in sorted(globals().items())

@@ -21,7 +21,6 @@ they are measured with the compiled executable.
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 
@@ -30,36 +29,10 @@ import numpy as np
 from vmoe_ref import model as vmodel
 from vmoe_tools import accuracy_vs_capacity
 from vmoe_tools.digits_reference import load_images
-
-_LOGITS = re.compile(r"^(?P<path>.*): logits (?P<values>[-+0-9.eEinfa ]+)$")
-_STATS = re.compile(r"^stats: MoE block (?P<block>\d+): kept per expert "
-                    r"\[(?P<kept>[0-9, ]*)\], dropped (?P<dropped>\d+)/")
-
+from vmoe_tools.executable import RunError, capacity_list, run_executable
 
 class CheckError(Exception):
     pass
-
-
-def run_compiled(exe, weights, image_list, capacity_ratio):
-    """(logits [N, classes], {block: kept + [dropped]}) of one run."""
-    command = [exe, "--weights", weights, "--image-list", image_list,
-               "--capacity-ratio", repr(capacity_ratio), "--print-logits",
-               "--stats", "--quiet"]
-    done = subprocess.run(command, capture_output=True, text=True,
-                          timeout=600)
-    if done.returncode != 0:
-        raise CheckError(f"{os.path.basename(exe)} exited with "
-                         f"{done.returncode}: {done.stderr.strip()}")
-    logits, stats = [], {}
-    for line in done.stdout.splitlines():
-        if match := _LOGITS.match(line):
-            logits.append([float(v) for v in match["values"].split()])
-        elif match := _STATS.match(line):
-            kept = [int(v) for v in match["kept"].split(",") if v.strip()]
-            stats[int(match["block"])] = kept + [int(match["dropped"])]
-    if not logits:
-        raise CheckError(f"{os.path.basename(exe)} printed no logits")
-    return np.array(logits, dtype=np.float64), stats
 
 
 def check(args):
@@ -76,8 +49,8 @@ def check(args):
           f"{'max|dlogit|':>12} {'stats':>6}")
     for routing in table:
         for C in args.capacities:
-            got, got_stats = run_compiled(exes[routing], args.weights,
-                                          image_list, C)
+            got, got_stats = run_executable(exes[routing], args.weights,
+                                            image_list, C)
             ref, ref_stats = vmodel.evaluate(net, images, batch=batch,
                                              routing=routing,
                                              capacity_ratio=C)
@@ -117,16 +90,6 @@ def check(args):
     return 1 if failures else 0
 
 
-def _capacities(text):
-    try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of numbers: {text!r}")
-    if not values or any(not v > 0 for v in values):
-        raise argparse.ArgumentTypeError("capacity ratios must be positive")
-    return values
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", required=True, help="description JSON")
@@ -136,7 +99,7 @@ def main(argv=None):
     parser.add_argument("--vanilla", help="executable built with "
                         "--routing=vanilla")
     parser.add_argument("--bpr", help="executable built with --routing=bpr")
-    parser.add_argument("--capacities", type=_capacities,
+    parser.add_argument("--capacities", type=capacity_list,
                         default=[0.25, 0.5, 1.05, 2.0])
     parser.add_argument("--atol", type=float, default=1e-4)
     parser.add_argument("--plot", help="write a PNG plot of the compiled "
@@ -148,7 +111,7 @@ def main(argv=None):
         parser.error("give --vanilla, --bpr or both")
     try:
         return check(args)
-    except (CheckError, ValueError, OSError,
+    except (CheckError, RunError, ValueError, OSError,
             subprocess.TimeoutExpired) as err:
         print(f"check_digits: error: {err}", file=sys.stderr)
         return 1

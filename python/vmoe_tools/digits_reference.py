@@ -11,15 +11,16 @@ Loads and validates the description (ModelFormat §1) and the weights (§3:
 every tensor present, F32, exact shapes, nothing extra), reads the images
 (§4: 8- or 16-bit PNG, gray/RGB(A) converted to the model's channels) and
 runs vmoe_ref.model.evaluate in batches of group_size * groups-per-batch
-images, the last one padded with black images. Routing options default to
-the description's.
+images, the last one padded with all-zero images masked out of routing
+(the runtime's default padding). Routing options default to the
+description's.
 
 The images are the files listed in `labels.txt` (`NAME LABEL` per line) of
 the folder, in that order, or else every *.png in name order (no labels,
 accuracy NaN). The .npz holds: logits [N, classes] float32, predictions and
 labels [N] int32 (labels -1 when unknown), accuracy (float64), stats
 [L, E + 1] int32 (per MoE layer, kept choices per expert summed over
-groups, then dropped choices; padding images included), moe_blocks [L],
+groups, then dropped choices; padding images excluded), moe_blocks [L],
 files [N] (str). Errors print one line and exit 1.
 """
 

@@ -31,9 +31,7 @@ import copy
 import json
 import os
 import re
-import struct
 import time
-import zlib
 
 import numpy as np
 import torch
@@ -43,6 +41,7 @@ from sklearn.model_selection import train_test_split
 from vmoe_ref import model as vmodel
 from vmoe_tools.accuracy_vs_capacity import (accuracy_table, format_table,
                                              torch_predictor)
+from vmoe_tools.png import write_png
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -127,24 +126,6 @@ def split(images, labels):
         images, labels, test_size=TEST_SIZE, stratify=labels,
         random_state=SPLIT_SEED)
     return x_train, y_train, x_test, y_test
-
-
-def write_png(path, pixels):
-    """Writes uint8 [H, W] as an 8-bit grayscale PNG (no filtering)."""
-    height, width = pixels.shape
-
-    def chunk(kind, data):
-        body = kind + data
-        return (struct.pack(">I", len(data)) + body
-                + struct.pack(">I", zlib.crc32(body) & 0xFFFFFFFF))
-    rows = b"".join(b"\x00" + bytes(row) for row in
-                    np.asarray(pixels, dtype=np.uint8))
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n")
-        f.write(chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0,
-                                           0, 0, 0)))
-        f.write(chunk(b"IDAT", zlib.compress(rows, 9)))
-        f.write(chunk(b"IEND", b""))
 
 
 def format_json(value, indent=0):

@@ -157,10 +157,19 @@ static llvm::Error applyOverrides(frontend::ModelDescription &model) {
     field = option.getValue();
     return llvm::Error::success();
   };
+  if (capacityRatio.getNumOccurrences() && moe.capacity)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--capacity-ratio: the model has a fixed capacity (moe.capacity)");
   if (llvm::Error e = positive(capacityRatio, moe.capacityRatio))
     return e;
   if (llvm::Error e = positive(numChoices, moe.k))
     return e;
+  if (groupSize.getNumOccurrences() && moe.groupTokens)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--group-size: the model's groups are counted in tokens "
+        "(moe.group_tokens)");
   if (llvm::Error e = positive(groupSize, moe.groupSize))
     return e;
   return frontend::validateModelDescription(model);

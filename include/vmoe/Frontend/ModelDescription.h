@@ -25,11 +25,19 @@ namespace mlir::vmoe::frontend {
 
 /// The MoE settings of a description (`moe` object).
 struct MoESettings {
-  std::string placement = "every-2"; ///< "every-2" or "last-n".
-  int64_t lastN = 0;                 ///< With "last-n" only.
+  /// "every-2", "every-n", "last-n" or "layers" (docs/ModelFormat.md §1).
+  std::string placement = "every-2";
+  int64_t lastN = 0;           ///< With "last-n" only.
+  int64_t every = 0;           ///< With "every-n" only.
+  std::vector<int64_t> layers; ///< With "layers" only: sorted, distinct.
   int64_t numExperts = 0;
   int64_t k = 0;
+  /// Hidden width of the experts; 0 = the model's mlp_dim.
+  int64_t mlpDim = 0;
   double capacityRatio = 1.05;
+  /// A fixed per-expert capacity B (V-MoE's `capacity`); 0 = B follows
+  /// from the capacity ratio.
+  int64_t capacity = 0;
   std::string capacityRule = "round"; ///< "round" or "ceil".
   int64_t multipleOf = 1;
   std::string routing = "vanilla"; ///< "vanilla" or "bpr".
@@ -38,6 +46,9 @@ struct MoESettings {
   bool normalize = false;
   std::string activation = "gelu_tanh";
   int64_t groupSize = 1; ///< Images per routing group.
+  /// Tokens per routing group when it is not a whole number of images
+  /// (V-MoE's `group_size`); 0 = groupSize images.
+  int64_t groupTokens = 0;
 };
 
 /// A V-MoE ViT (docs/ModelFormat.md §1).
@@ -45,28 +56,48 @@ struct ModelDescription {
   std::string name;
   int64_t height = 0, width = 0, channels = 0;
   std::vector<double> mean, std;
-  int64_t patchSize = 0;
+  int64_t patchHeight = 0, patchWidth = 0;
   int64_t modelWidth = 0; ///< D.
   int64_t depth = 0;
   int64_t heads = 0;
   int64_t mlpDim = 0; ///< H.
   int64_t classes = 0;
   std::vector<std::string> classNames;
-  std::string head = "token"; ///< "token" or "gap".
+  /// "token" (class token), "gap" (mean over tokens) or "map" (multihead
+  /// attention pooling).
+  std::string head = "token";
+  /// Where final_ln applies: "tokens" (every token, before pooling) or
+  /// "pooled" (the pooled vector, timm's fc_norm).
+  std::string finalNorm = "tokens";
+  /// Width of the dense + tanh pre-logits layer; 0 = none.
+  int64_t representationSize = 0;
   double layerNormEpsilon = 1e-6;
   std::string mlpActivation = "gelu_tanh";
+  /// False for a dense ViT (no `moe` object).
+  bool hasMoE = true;
   MoESettings moe;
 
   /// Patches per image.
   int64_t numPatches() const {
-    return (height / patchSize) * (width / patchSize);
+    return (height / patchHeight) * (width / patchWidth);
   }
   /// Tokens per image: the patches, plus the class token with head "token".
   int64_t tokensPerImage() const {
     return numPatches() + (head == "token" ? 1 : 0);
   }
   /// Tokens per routing group, S.
-  int64_t tokensPerGroup() const { return moe.groupSize * tokensPerImage(); }
+  int64_t tokensPerGroup() const {
+    return moe.groupTokens ? moe.groupTokens : moe.groupSize * tokensPerImage();
+  }
+  /// The smallest number of images that fills whole routing groups:
+  /// group_size, or lcm(S, T) / T with group_tokens.
+  int64_t imagesPerGroupUnit() const;
+  /// Hidden width of the experts.
+  int64_t expertMlpDim() const { return moe.mlpDim ? moe.mlpDim : mlpDim; }
+  /// Width of the vector the classifier reads.
+  int64_t headInputWidth() const {
+    return representationSize ? representationSize : modelWidth;
+  }
   /// The 0-based indices of the MoE blocks (SPEC §5 placement).
   llvm::SmallVector<int64_t> moeBlocks() const;
   /// True when block `i` holds a MoE layer.

@@ -101,6 +101,24 @@ VMOE_RUNTIME_API int vmoe_model_check_capacity_ratio(const vmoe_model *model,
                                                      char *error,
                                                      size_t error_size);
 
+/// Padding modes of vmoe_model_set_padding(). The last batch of a forward
+/// pass is filled up with all-zero images (zero after normalization).
+/// MASKED (the default): their tokens are masked out of routing and take no
+/// expert capacity, so a real image's result does not depend on them, and
+/// the statistics do not count them. ZEROS: they are routed like real
+/// images and counted, as in the original V-MoE evaluation (for
+/// bit-for-bit comparisons with it).
+#define VMOE_PADDING_MASKED 0
+#define VMOE_PADDING_ZEROS 1
+
+/// Sets the padding mode of `model` (VMOE_PADDING_MASKED or
+/// VMOE_PADDING_ZEROS); other values fail.
+VMOE_RUNTIME_API int vmoe_model_set_padding(vmoe_model *model, int padding,
+                                            char *error, size_t error_size);
+
+/// The padding mode of `model`; -1 for NULL.
+VMOE_RUNTIME_API int vmoe_model_get_padding(const vmoe_model *model);
+
 /// Sets the number of OpenMP threads of the forward pass (process-wide).
 /// Fails for `threads` < 1.
 VMOE_RUNTIME_API int vmoe_model_set_threads(int threads);
@@ -121,11 +139,12 @@ VMOE_RUNTIME_API int vmoe_load_png(const vmoe_model *model, const char *path,
 /// Runs the model on `n` >= 0 normalized images (`images`: n * channels *
 /// height * width floats, as vmoe_load_png() writes them) at the capacity
 /// ratio `capacity_ratio`, in ceil(n / batch) batches, the last one padded
-/// with black images (raw pixels 0). Writes n * classes logits to `logits`.
+/// with all-zero images that take part in routing as the padding mode says
+/// (vmoe_model_set_padding()). Writes n * classes logits to `logits`.
 /// When `stats` is not NULL, overwrites its vmoe_model_stats_size() entries
 /// with the routing statistics summed over all batches of this call
-/// (padding images included): per MoE layer, the kept choices of each
-/// expert, then the dropped choices.
+/// (padding images only with VMOE_PADDING_ZEROS): per MoE layer, the kept
+/// choices of each expert, then the dropped choices.
 VMOE_RUNTIME_API int vmoe_model_forward(vmoe_model *model, const float *images,
                                         int64_t n, double capacity_ratio,
                                         float *logits, int32_t *stats,

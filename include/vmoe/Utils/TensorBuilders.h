@@ -49,6 +49,11 @@ Value filledTensor(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
 /// Unit strides of the given rank.
 SmallVector<OpFoldResult> unitStrides(OpBuilder &b, int64_t rank);
 
+/// Entry `index` of dim `dim` of a static-shaped tensor, with that dim
+/// dropped: e.g. q, k or v (dim 2) of a [N, T, 3, heads, dh] tensor.
+Value extractIndexOfDim(OpBuilder &b, Location loc, Value tensor, unsigned dim,
+                        int64_t index);
+
 /// The map (d0, ..., d[numDims-1]) -> (d[dims[0]], d[dims[1]], ...).
 AffineMap projectionMap(MLIRContext *ctx, unsigned numDims,
                         ArrayRef<unsigned> dims);

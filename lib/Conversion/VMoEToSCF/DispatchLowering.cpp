@@ -52,7 +52,8 @@ using KeptChoiceFn = function_ref<SmallVector<Value>(
 struct GroupAssignment {
   Value ids, order; ///< expert ids [G, S, k]; priority order [G, S] or null.
   int64_t numExperts, k;
-  Value limit; ///< The effective capacity (index).
+  Value limit;    ///< The effective capacity (index).
+  Value numValid; ///< Tokens g * S + t >= numValid are not routed; or null.
 
   /// Runs the loops for group g on its slots slice [1, S, k] and the
   /// caller's tensors; returns (slots, fill [E] i32, caller's tensors...).
@@ -96,9 +97,19 @@ struct GroupAssignment {
                                  arith::MinSIOp::create(b, loc, t, lastToken),
                                  zero);
     }
-    // The expert; ids outside [0, E) are dropped.
+    // The expert; ids outside [0, E) are dropped, and so are the choices of
+    // masked tokens.
     Value e = extractIndex(b, loc, ids, {g, t, i});
     Value valid = inRange(b, loc, e, zero, experts);
+    if (numValid) {
+      Value s = arith::AddIOp::create(b, loc, lastToken, indexConst(b, loc, 1));
+      Value position = arith::AddIOp::create(
+          b, loc, arith::MulIOp::create(b, loc, g, s), t);
+      valid = arith::AndIOp::create(
+          b, loc, valid,
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, position,
+                                numValid));
+    }
     e = arith::SelectOp::create(b, loc, valid, e, zero);
     Value f32 = tensor::ExtractOp::create(b, loc, fill, ValueRange{e});
     Value f = arith::IndexCastOp::create(b, loc, b.getIndexType(), f32);
@@ -172,7 +183,8 @@ struct DispatchOpLowering : OpConversionPattern<DispatchOp> {
           static_cast<int64_t>(op.getMultipleOf()));
     GroupAssignment assignment{
         adaptor.getExpertIds(), adaptor.getOrder(), numExperts, k,
-        capacityLimit(b, loc, capacity, adaptor.getRuntimeCapacity())};
+        capacityLimit(b, loc, capacity, adaptor.getRuntimeCapacity()),
+        adaptor.getNumValid()};
 
     SmallVector<OpFoldResult> bufferSizes = {b.getIndexAttr(numExperts),
                                              xSizes[0], capacity, xSizes[2]};
@@ -243,7 +255,8 @@ struct AssignSlotsOpLowering : OpConversionPattern<AssignSlotsOp> {
     GroupAssignment assignment{
         ids, adaptor.getOrder(), numExperts, k,
         capacityLimit(b, loc, b.getIndexAttr(capacity),
-                      adaptor.getRuntimeCapacity())};
+                      adaptor.getRuntimeCapacity()),
+        adaptor.getNumValid()};
 
     Value slots = emptyTensor(b, loc, idSizes, b.getI32Type());
     Value entries = filledTensor(b, loc,

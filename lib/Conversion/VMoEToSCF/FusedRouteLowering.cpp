@@ -16,6 +16,7 @@
 #include "LoweringUtils.h"
 #include "Patterns.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Transforms/DialectConversion.h"
@@ -80,11 +81,18 @@ struct FusedRouteOpLowering : OpConversionPattern<FusedRouteOp> {
             order = BPRSortOp::create(b, loc, route.getGates(), *priority,
                                       scoreK);
           }
+          // Token t of this one-group slice is token g * S + t of all.
+          Value numValid = adaptor.getNumValid();
+          if (numValid)
+            numValid = arith::SubIOp::create(
+                b, loc, numValid,
+                arith::MulIOp::create(b, loc, g,
+                                      tensor::DimOp::create(b, loc, x, 1)));
           auto assign = AssignSlotsOp::create(
               b, loc, route.getExpertIds().getType(),
               oneGroup(op.getSlotEntries().getType(), 1),
               oneGroup(op.getFill().getType(), 1), route.getExpertIds(),
-              order, adaptor.getRuntimeCapacity());
+              order, adaptor.getRuntimeCapacity(), numValid);
           SmallVector<Value> parts = {route.getExpertIds(), route.getWeights(),
                                       assign.getSlots(),
                                       assign.getSlotEntries(),

@@ -183,8 +183,16 @@ readMoELayer(const json::Value &value, std::string path, std::string &error) {
   std::optional<StringRef> rule = reader.getString("capacity_rule");
   std::optional<int64_t> multipleOf = reader.getInt("multiple_of", 1);
   std::optional<int64_t> maxCapacity = reader.getInt("max_capacity", 1);
+  std::optional<int64_t> fixed;
+  if (object->get("capacity"))
+    fixed = reader.getInt("capacity", 1);
   if (!error.empty())
     return std::nullopt;
+  if (fixed && *fixed != *maxCapacity) {
+    reader.fail("capacity", "must equal max_capacity (" + Twine(*maxCapacity) +
+                                "), got " + Twine(*fixed));
+    return std::nullopt;
+  }
   if (*k > *numExperts) {
     reader.fail("k", "must be <= num_experts (" + Twine(*numExperts) +
                          "), got " + Twine(*k));
@@ -203,6 +211,7 @@ readMoELayer(const json::Value &value, std::string path, std::string &error) {
       *rule == "ceil" ? CapacityRounding::Ceil : CapacityRounding::Round;
   layer.multipleOf = *multipleOf;
   layer.maxCapacity = *maxCapacity;
+  layer.fixedCapacity = fixed.value_or(0);
   return layer;
 }
 

@@ -53,6 +53,9 @@ struct MoELayerInfo {
   int64_t multipleOf = 1;
   /// Slots per expert the compiled buffers hold (B at max_capacity_ratio).
   int64_t maxCapacity = 0;
+  /// A fixed B that ignores the capacity ratio (the description's
+  /// moe.capacity); 0 when B follows the ratio.
+  int64_t fixedCapacity = 0;
 };
 
 /// A parsed and checked manifest.

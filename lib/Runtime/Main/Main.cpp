@@ -54,6 +54,12 @@ static cl::OptionCategory modelCategory("Model options");
 
 namespace {
 
+/// --padding values (the C API's VMOE_PADDING_* modes).
+enum PaddingMode : int {
+  PaddingMasked = VMOE_PADDING_MASKED,
+  PaddingZeros = VMOE_PADDING_ZEROS,
+};
+
 /// The command line options. Constructed in main() once LLVMSupport's own
 /// options exist, because --stats replaces LLVM's option of that name.
 struct Options {
@@ -89,6 +95,17 @@ struct Options {
   cl::opt<bool> quiet{"quiet",
                       cl::desc("Print no header and no per-image lines"),
                       cl::cat(modelCategory)};
+  cl::opt<PaddingMode> padding{
+      "padding",
+      cl::desc("Padding images of the last batch (all zero after "
+               "normalization):"),
+      cl::values(clEnumValN(PaddingMasked, "masked",
+                            "masked out of routing: take no expert capacity "
+                            "(default)"),
+                 clEnumValN(PaddingZeros, "zeros",
+                            "routed like real images, as in the original "
+                            "V-MoE evaluation")),
+      cl::init(PaddingMasked), cl::cat(modelCategory)};
   cl::opt<bool> printLogits{"print-logits",
                             cl::desc("Print all logits of each image (%.9g)"),
                             cl::cat(modelCategory)};
@@ -232,9 +249,10 @@ static void printRoutingStats(const vmoe_model *model,
                               double ratio) {
   int64_t batch = vmoe_model_batch_images(model);
   int64_t padding = (batch - numImages % batch) % batch;
+  bool masked = vmoe_model_get_padding(model) == VMOE_PADDING_MASKED;
   llvm::outs() << "stats: " << numImages << " images + " << padding
-               << " padding, capacity ratio " << vmoe::formatShortest(ratio)
-               << "\n";
+               << " padding (" << (masked ? "masked" : "routed")
+               << "), capacity ratio " << vmoe::formatShortest(ratio) << "\n";
   int64_t experts = vmoe_model_num_experts(model);
   for (int64_t layer = 0; layer < vmoe_model_num_moe_layers(model); ++layer) {
     llvm::ArrayRef<int32_t> row =
@@ -354,6 +372,9 @@ static int run(const Options &options) {
     return fail(error);
   if (options.threads.getNumOccurrences())
     vmoe_model_set_threads(static_cast<int>(options.threads));
+  if (vmoe_model_set_padding(model.get(), options.padding, error,
+                             sizeof(error)))
+    return fail(error);
   double ratio = options.capacityRatio.getNumOccurrences()
                      ? options.capacityRatio.getValue()
                      : vmoe_model_default_capacity_ratio(model.get());

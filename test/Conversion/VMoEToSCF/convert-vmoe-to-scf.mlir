@@ -126,6 +126,44 @@ func.func @dispatch_bpr_runtime_capacity(%x: tensor<2x8x16xf32>, %ids: tensor<2x
 
 // -----
 
+// Masked tokens: a choice is placed only if its token's position g * S + t
+// is below the valid count (and its expert has room).
+// CHECK-LABEL: func.func @dispatch_masked_padding
+// CHECK-SAME: %[[N:[a-z0-9]+]]: index
+// CHECK: scf.forall (%[[G:.*]]) in (2)
+// CHECK:   scf.for
+// CHECK:     scf.for
+// CHECK:       %[[GS:.*]] = arith.muli %[[G]], %{{.*}} : index
+// CHECK:       %[[POS:.*]] = arith.addi %[[GS]], %{{.*}} : index
+// CHECK:       arith.cmpi slt, %[[POS]], %[[N]] : index
+// CHECK:       scf.if
+func.func @dispatch_masked_padding(%x: tensor<2x8x16xf32>, %ids: tensor<2x8x2xi32>, %n: index)
+    -> tensor<2x8x2xi32> {
+  %b, %s = vmoe.dispatch %x, %ids valid(%n) {capacity = 3 : i64}
+      : tensor<2x8x16xf32>, tensor<2x8x2xi32> -> tensor<4x2x3x16xf32>, tensor<2x8x2xi32>
+  return %s : tensor<2x8x2xi32>
+}
+
+// -----
+
+// fused_route routes one group slice at a time: its assign_slots gets the
+// valid count shifted by the tokens of the earlier groups, g * S.
+// CHECK-LABEL: func.func @fused_route_masked_padding
+// CHECK-SAME: %[[N:[a-z0-9]+]]: index
+// CHECK: scf.forall (%[[G:.*]]) in (2)
+// CHECK:   %[[GS:.*]] = arith.muli %[[G]], %{{.*}} : index
+// CHECK:   %[[REST:.*]] = arith.subi %[[N]], %[[GS]] : index
+// CHECK:   arith.cmpi slt, %{{.*}}, %[[REST]] : index
+func.func @fused_route_masked_padding(%x: tensor<2x8x16xf32>, %r: tensor<16x4xf32>, %n: index)
+    -> tensor<4x2xi32> {
+  %ids, %w, %s, %e, %f = vmoe.fused_route %x, %r valid(%n) {k = 1 : i64}
+      : tensor<2x8x16xf32>, tensor<16x4xf32>
+      -> tensor<2x8x1xi32>, tensor<2x8x1xf32>, tensor<2x8x1xi32>, tensor<4x2x3xi32>, tensor<4x2xi32>
+  return %f : tensor<4x2xi32>
+}
+
+// -----
+
 // An unsized dispatch evaluates the capacity rule on the runtime S.
 // CHECK-LABEL: func.func @dispatch_unsized_dynamic_tokens
 // CHECK: tensor.dim

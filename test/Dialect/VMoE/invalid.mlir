@@ -779,3 +779,36 @@ func.func @negative_fused_route_score_k(%x: tensor<1x8x16xf32>, %r: tensor<16x4x
       -> tensor<1x8x2xi32>, tensor<1x8x2xf32>, tensor<1x8x2xi32>, tensor<4x1x2xi32>, tensor<4x1xi32>
   return
 }
+
+// -----
+
+/// dispatch-C11: the valid-token count is an index.
+func.func @negative_dispatch_valid_not_index(%x: tensor<1x8x4xf32>, %ids: tensor<1x8x1xi32>, %n: i32)
+    -> tensor<1x8x1xi32> {
+  // expected-error @+1 {{operand #2 must be index, but got 'i32'}}
+  %b, %s = "vmoe.dispatch"(%x, %ids, %n) <{capacity = 3 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 0, 1>}>
+      : (tensor<1x8x4xf32>, tensor<1x8x1xi32>, i32) -> (tensor<2x1x3x4xf32>, tensor<1x8x1xi32>)
+  return %s : tensor<1x8x1xi32>
+}
+
+// -----
+
+/// assign_slots-C6: the valid-token count is an index.
+func.func @negative_assign_slots_valid_not_index(%ids: tensor<1x8x1xi32>, %n: i64) -> tensor<2x1xi32> {
+  // expected-error @+1 {{operand #1 must be index, but got 'i64'}}
+  %s, %e, %f = "vmoe.assign_slots"(%ids, %n) <{operandSegmentSizes = array<i32: 1, 0, 0, 1>}>
+      : (tensor<1x8x1xi32>, i64) -> (tensor<1x8x1xi32>, tensor<2x1x3xi32>, tensor<2x1xi32>)
+  return %f : tensor<2x1xi32>
+}
+
+// -----
+
+/// fused_route-C5: the valid-token count is an index.
+func.func @negative_fused_route_valid_not_index(%x: tensor<1x8x4xf32>, %r: tensor<4x2xf32>, %n: f32)
+    -> tensor<2x1xi32> {
+  // expected-error @+1 {{operand #2 must be index, but got 'f32'}}
+  %ids, %w, %s, %e, %f = "vmoe.fused_route"(%x, %r, %n) <{k = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 0, 1>}>
+      : (tensor<1x8x4xf32>, tensor<4x2xf32>, f32)
+      -> (tensor<1x8x1xi32>, tensor<1x8x1xf32>, tensor<1x8x1xi32>, tensor<2x1x3xi32>, tensor<2x1xi32>)
+  return %f : tensor<2x1xi32>
+}

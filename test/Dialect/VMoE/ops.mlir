@@ -222,6 +222,37 @@ func.func @assign_slots_bpr_runtime_capacity(%ids: tensor<1x400x2xi32>, %o: tens
 
 // -----
 
+// CHECK-LABEL: func.func @dispatch_masked_padding
+// CHECK: vmoe.dispatch %{{.*}}, %{{.*}}, %{{.*}} valid(%{{.*}}) {capacity = 26 : i64}
+// CHECK: vmoe.dispatch %{{.*}}, %{{.*}} capacity(%{{.*}}) valid(%{{.*}}) {capacity = 26 : i64}
+func.func @dispatch_masked_padding(%x: tensor<2x400x512xf32>, %ids: tensor<2x400x2xi32>,
+                                   %order: tensor<2x400xi32>, %n: index, %cap: index)
+    -> (tensor<2x400x2xi32>, tensor<2x400x2xi32>) {
+  %buffers2, %slots2 = vmoe.dispatch %x, %ids, %order valid(%n)
+      {capacity = 26 : i64}
+      : tensor<2x400x512xf32>, tensor<2x400x2xi32>, tensor<2x400xi32>
+      -> tensor<32x2x26x512xf32>, tensor<2x400x2xi32>
+  %b, %s = vmoe.dispatch %x, %ids capacity(%cap) valid(%n) {capacity = 26 : i64}
+      : tensor<2x400x512xf32>, tensor<2x400x2xi32> -> tensor<32x2x26x512xf32>, tensor<2x400x2xi32>
+  return %slots2, %s : tensor<2x400x2xi32>, tensor<2x400x2xi32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @assign_slots_masked_padding
+// CHECK: vmoe.assign_slots %{{.*}}, %{{.*}} capacity(%{{.*}}) valid(%{{.*}}) : tensor<1x400x2xi32>, tensor<1x400xi32>
+// CHECK: vmoe.assign_slots %{{.*}} valid(%{{.*}}) : tensor<1x400x2xi32> ->
+func.func @assign_slots_masked_padding(%ids: tensor<1x400x2xi32>, %o: tensor<1x400xi32>, %b: index,
+                                       %n: index) -> (tensor<32x1x26xi32>, tensor<32x1x26xi32>) {
+  %s, %e, %f = vmoe.assign_slots %ids, %o capacity(%b) valid(%n)
+      : tensor<1x400x2xi32>, tensor<1x400xi32> -> tensor<1x400x2xi32>, tensor<32x1x26xi32>, tensor<32x1xi32>
+  %s2, %e2, %f2 = vmoe.assign_slots %ids valid(%n)
+      : tensor<1x400x2xi32> -> tensor<1x400x2xi32>, tensor<32x1x26xi32>, tensor<32x1xi32>
+  return %e, %e2 : tensor<32x1x26xi32>, tensor<32x1x26xi32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @assign_slots_vanilla
 // CHECK: vmoe.assign_slots %{{.*}} : tensor<2x8x1xi32> -> tensor<2x8x1xi32>, tensor<4x2x2xi32>, tensor<4x2xi32>
 func.func @assign_slots_vanilla(%ids: tensor<2x8x1xi32>) -> tensor<4x2xi32> {
@@ -241,6 +272,23 @@ func.func @fused_experts(%x: tensor<1x400x512xf32>, %s: tensor<1x400x2xi32>, %w:
       : tensor<1x400x512xf32>, tensor<1x400x2xi32>, tensor<1x400x2xf32>, tensor<32x1x26xi32>, tensor<32x1xi32>,
         tensor<32x512x2048xf32>, tensor<32x2048xf32>, tensor<32x2048x512xf32>, tensor<32x512xf32>
   return %o : tensor<1x400x512xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @fused_route_masked_padding
+// CHECK: vmoe.fused_route %{{.*}}, %{{.*}} valid(%{{.*}}) {k = 1 : i64}
+// CHECK: vmoe.fused_route %{{.*}}, %{{.*}} capacity(%{{.*}}) valid(%{{.*}}) {k = 1 : i64, priority = #vmoe.priority_score<max>}
+func.func @fused_route_masked_padding(%x: tensor<2x8x16xf32>, %r: tensor<16x4xf32>, %b: index, %n: index)
+    -> (tensor<4x2xi32>, tensor<4x2xi32>) {
+  %ids, %w, %s, %e, %f = vmoe.fused_route %x, %r valid(%n) {k = 1 : i64}
+      : tensor<2x8x16xf32>, tensor<16x4xf32>
+      -> tensor<2x8x1xi32>, tensor<2x8x1xf32>, tensor<2x8x1xi32>, tensor<4x2x3xi32>, tensor<4x2xi32>
+  %ids2, %w2, %s2, %e2, %f2 = vmoe.fused_route %x, %r capacity(%b) valid(%n)
+      {k = 1 : i64, priority = #vmoe.priority_score<max>}
+      : tensor<2x8x16xf32>, tensor<16x4xf32>
+      -> tensor<2x8x1xi32>, tensor<2x8x1xf32>, tensor<2x8x1xi32>, tensor<4x2x3xi32>, tensor<4x2xi32>
+  return %f, %f2 : tensor<4x2xi32>, tensor<4x2xi32>
 }
 
 // -----

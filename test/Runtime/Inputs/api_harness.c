@@ -187,6 +187,38 @@ int main(int argc, char **argv) {
                                  sizeof(error)),
               error);
 
+  /* Padding modes: the zero padding image is routed only with ZEROS; the
+     logits of the real images do not change either way. */
+  printf("get_padding NULL: %d, default: %d\n", vmoe_model_get_padding(NULL),
+         vmoe_model_get_padding(model));
+  printStatus("set_padding NULL",
+              vmoe_model_set_padding(NULL, VMOE_PADDING_ZEROS, error,
+                                     sizeof(error)),
+              error);
+  printStatus("set_padding 7",
+              vmoe_model_set_padding(model, 7, error, sizeof(error)), error);
+  float masked[MAX_IMAGES * 16];
+  vmoe_model_forward(model, images, n, 1.0, masked, NULL, error,
+                     sizeof(error));
+  printStatus("set_padding zeros",
+              vmoe_model_set_padding(model, VMOE_PADDING_ZEROS, error,
+                                     sizeof(error)),
+              error);
+  printStatus("forward zeros",
+              vmoe_model_forward(model, images, n, 1.0, logits, stats, error,
+                                 sizeof(error)),
+              error);
+  printf("stats zeros:");
+  for (int64_t i = 0; i < statsSize; ++i)
+    printf(" %d", stats[i]);
+  printf("\n");
+  printf("logits zeros same: %s\n",
+         memcmp(masked, logits, (size_t)(n * classes) * sizeof(float))
+             ? "no"
+             : "yes");
+  vmoe_model_set_padding(model, VMOE_PADDING_MASKED, error, sizeof(error));
+  printf("get_padding: %d\n", vmoe_model_get_padding(model));
+
   /* Bad forward arguments. */
   printStatus(
       "forward n=0 NULL buffers",

@@ -13,9 +13,10 @@
 |* accumulated in float32 in pixel order (build with -ffp-contract=off), and  *|
 |* routing statistics of one MoE layer (E = 2, k = 1, each image a group of   *|
 |* S = 4 tokens, one per pixel): a token goes to expert 0 when its channel-0  *|
-|* value is > -1, else to expert 1 (the gray model: raw pixel >= 64, so       *|
-|* black padding, -2, differs from a zero input); each expert keeps at most   *|
-|* B = round(k*S*C/E) tokens per group, the rest are dropped.                 *|
+|* value is > -1, else to expert 1 (the gray model: raw pixel >= 64; a zero  *|
+|* padding image goes to expert 0); each expert keeps at most                *|
+|* B = round(k*S*C/E) tokens per group, the rest are dropped. Images from     *|
+|* `valid_images` on are masked padding: not routed, not counted.            *|
 |*                                                                            *|
 |* It also checks the descriptors the runtime passes (shapes, row-major       *|
 |* strides, 64-byte alignment) and aborts on a violation.                     *|
@@ -143,8 +144,9 @@ static void expect(int ok, const char *what) {
 }
 
 void _mlir_ciface_vmoe_forward(F32x4 *images, F32x1 *weights,
-                               double capacity_ratio, F32x2 *logits,
-                               I32x2 *stats) {
+                               double capacity_ratio, int64_t valid_images,
+                               F32x2 *logits, I32x2 *stats) {
+  expect(valid_images >= 1 && valid_images <= BATCH, "valid image count");
   expect(images && images->aligned && images->offset == 0 &&
              (uintptr_t)images->aligned % 64 == 0,
          "images pointer");
@@ -183,7 +185,7 @@ void _mlir_ciface_vmoe_forward(F32x4 *images, F32x1 *weights,
       (int64_t)nearbyint(1.0 * TOKENS * capacity_ratio / EXPERTS);
   int32_t kept[EXPERTS] = {0, 0};
   int32_t dropped = 0;
-  for (int n = 0; n < BATCH; ++n) {
+  for (int n = 0; n < valid_images; ++n) {
     int64_t count[EXPERTS] = {0, 0};
     for (int t = 0; t < TOKENS; ++t)
       ++count[x[n * PIXELS + t] > -1.0f ? 0 : 1];

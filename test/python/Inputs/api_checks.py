@@ -89,6 +89,13 @@ short, short_stats = model.forward(images[:13], stats=True)
 print(f"13 images: logits {short.shape}, first batch unchanged "
       f"{np.array_equal(short[:8], logits[:8])}, choices "
       f"{short_stats.total.tolist()}")
+model.padding = "zeros"
+zeros, zeros_stats = model.forward(images[:13], stats=True)
+model.padding = "masked"
+print(f"padding zeros: first batch unchanged "
+      f"{np.array_equal(zeros[:8], logits[:8])}, choices "
+      f"{zeros_stats.total.tolist()}, mode back to {model.padding}")
+print(f"padding black: {error(lambda: setattr(model, 'padding', 'black'))}")
 print(f"0 images: {model(images[:0]).shape}")
 
 # Run-time capacity ratio: per call or as the model's default.

@@ -66,7 +66,8 @@ struct FuseDispatchExpertCombine : OpRewritePattern<CombineOp> {
         rewriter, loc, dispatch.getSlots().getType(),
         RankedTensorType::get({e, g, b}, i32),
         RankedTensorType::get({e, g}, i32), dispatch.getExpertIds(),
-        dispatch.getOrder(), dispatch.getRuntimeCapacity());
+        dispatch.getOrder(), dispatch.getRuntimeCapacity(),
+        dispatch.getNumValid());
     auto fused = FusedExpertsOp::create(
         rewriter, loc, xType, dispatch.getX(), assign.getSlots(),
         combine.getWeights(), assign.getSlotEntries(), assign.getFill(),

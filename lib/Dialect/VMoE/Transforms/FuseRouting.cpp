@@ -60,7 +60,7 @@ struct FuseRouteOrderAssign : OpRewritePattern<AssignSlotsOp> {
                   assign.getSlots().getType(),
                   assign.getSlotEntries().getType(), assign.getFill().getType()},
         route.getX(), route.getRouter(), assign.getRuntimeCapacity(),
-        route.getKAttr(), route.getNormalizeAttr(), route.getOrderAttr(),
+        assign.getNumValid(), route.getKAttr(), route.getNormalizeAttr(), route.getOrderAttr(),
         priority ? PriorityScoreAttr::get(getContext(), *priority)
                  : PriorityScoreAttr(),
         scoreK);

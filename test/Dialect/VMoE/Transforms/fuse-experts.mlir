@@ -114,3 +114,22 @@ func.func @negative_other_ids(%x: tensor<1x16x8xf32>, %ids: tensor<1x16x1xi32>, 
       : tensor<4x1x4x8xf32>, tensor<1x16x1xi32>, tensor<1x16x1xi32>, tensor<1x16x1xf32> -> tensor<1x16x8xf32>
   return %out : tensor<1x16x8xf32>
 }
+
+// -----
+
+// The mask of padding tokens moves from the dispatch to the assign_slots.
+// CHECK-LABEL: func.func @fuse_masked_padding
+// CHECK-SAME: tensor<1x16x2xf32>, %[[N:[a-z0-9]+]]: index
+// CHECK: vmoe.assign_slots %{{.*}}, %{{.*}} valid(%[[N]])
+// CHECK: vmoe.fused_experts
+func.func @fuse_masked_padding(%x: tensor<1x16x8xf32>, %ids: tensor<1x16x2xi32>, %o: tensor<1x16xi32>,
+    %w: tensor<1x16x2xf32>, %n: index, %w1: tensor<4x8x16xf32>, %b1: tensor<4x16xf32>,
+    %w2: tensor<4x16x8xf32>, %b2: tensor<4x8xf32>) -> tensor<1x16x8xf32> {
+  %buf, %slots = vmoe.dispatch %x, %ids, %o valid(%n) {capacity = 8 : i64}
+      : tensor<1x16x8xf32>, tensor<1x16x2xi32>, tensor<1x16xi32> -> tensor<4x1x8x8xf32>, tensor<1x16x2xi32>
+  %y = vmoe.expert_ffn %buf, %w1, %b1, %w2, %b2
+      : tensor<4x1x8x8xf32>, tensor<4x8x16xf32>, tensor<4x16xf32>, tensor<4x16x8xf32>, tensor<4x8xf32>
+  %out = vmoe.combine %y, %ids, %slots, %w
+      : tensor<4x1x8x8xf32>, tensor<1x16x2xi32>, tensor<1x16x2xi32>, tensor<1x16x2xf32> -> tensor<1x16x8xf32>
+  return %out : tensor<1x16x8xf32>
+}

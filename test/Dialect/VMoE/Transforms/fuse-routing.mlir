@@ -73,3 +73,19 @@ func.func @negative_foreign_order(%x: tensor<1x16x8xf32>, %r: tensor<8x4xf32>, %
   %s, %e, %f = vmoe.assign_slots %ids, %o : tensor<1x16x2xi32>, tensor<1x16xi32> -> tensor<1x16x2xi32>, tensor<4x1x8xi32>, tensor<4x1xi32>
   return %e : tensor<4x1x8xi32>
 }
+
+// -----
+
+// The mask of padding tokens moves from the assign_slots to the fused_route.
+// CHECK-LABEL: func.func @fuse_masked_padding
+// CHECK-SAME: %{{[a-z0-9]+}}: index, %[[N:[a-z0-9]+]]: index)
+// CHECK: vmoe.fused_route %{{.*}}, %{{.*}} capacity(%{{.*}}) valid(%[[N]]) {k = 1 : i64, priority = #vmoe.priority_score<max>}
+func.func @fuse_masked_padding(%x: tensor<2x16x8xf32>, %r: tensor<8x4xf32>, %b: index, %n: index)
+    -> tensor<4x2xi32> {
+  %g, %ids, %w = vmoe.route %x, %r {k = 1 : i64}
+      : tensor<2x16x8xf32>, tensor<8x4xf32> -> tensor<2x16x4xf32>, tensor<2x16x1xi32>, tensor<2x16x1xf32>
+  %o = vmoe.bpr_sort %g : tensor<2x16x4xf32> -> tensor<2x16xi32>
+  %s, %e, %f = vmoe.assign_slots %ids, %o capacity(%b) valid(%n)
+      : tensor<2x16x1xi32>, tensor<2x16xi32> -> tensor<2x16x1xi32>, tensor<4x2x4xi32>, tensor<4x2xi32>
+  return %f : tensor<4x2xi32>
+}

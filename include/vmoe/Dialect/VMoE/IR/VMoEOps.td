@@ -197,16 +197,28 @@ def VMoE_DispatchOp : VMoE_Op<"dispatch", [Pure, AttrSizedOperandSegments,
     capacity is `min(capacity operand, B)`, with the buffers still allocated
     at the static B (the maximum).
 
+    The optional index operand `valid(%n)` masks tokens out of routing: token
+    `t` of group `g` is routed only if `g * S + t < n` (its position in the
+    flattened `G x S` tokens); the others take no slot (`slots` -1 for all
+    their choices) and leave every expert's fill unchanged, so they never
+    compete for capacity. Padding images at the end of a batch are masked
+    this way.
+
     Rules: dispatch-C1 (x rank 3), dispatch-C2 (expert_ids `G x S x k`),
     dispatch-C3 (order `G x S`), dispatch-C4 (buffers `E x G x B x D`, E
     static), dispatch-C5 (slots shape of expert_ids), dispatch-C6
     (`k <= E`), dispatch-C7 (`capacity_ratio` positive and finite),
     dispatch-C8 (a capacity or a capacity ratio is given), dispatch-C9 (B
     equals `capacity`, or the sized ratio when S is static; B >= 1),
-    dispatch-C10 (one element type for x and buffers).
+    dispatch-C10 (one element type for x and buffers), dispatch-C11 (`valid`
+    is an index).
 
     ```mlir
     %buffers, %slots = vmoe.dispatch %x, %ids, %order {capacity = 26 : i64}
+        : tensor<2x400x512xf32>, tensor<2x400x2xi32>, tensor<2x400xi32>
+        -> tensor<32x2x26x512xf32>, tensor<2x400x2xi32>
+    %buffers2, %slots2 = vmoe.dispatch %x, %ids, %order valid(%n)
+        {capacity = 26 : i64}
         : tensor<2x400x512xf32>, tensor<2x400x2xi32>, tensor<2x400xi32>
         -> tensor<32x2x26x512xf32>, tensor<2x400x2xi32>
     ```
@@ -216,6 +228,7 @@ def VMoE_DispatchOp : VMoE_Op<"dispatch", [Pure, AttrSizedOperandSegments,
     VMoE_I32Tensor:$expert_ids,
     Optional<VMoE_I32Tensor>:$order,
     Optional<Index>:$runtime_capacity,
+    Optional<Index>:$num_valid,
     OptionalAttr<F64Attr>:$capacity_ratio,
     DefaultValuedAttr<VMoE_CapacityRuleAttr, "CapacityRule::round">:$capacity_rule,
     DefaultValuedAttr<I64Attr, "1">:$multiple_of,
@@ -224,6 +237,7 @@ def VMoE_DispatchOp : VMoE_Op<"dispatch", [Pure, AttrSizedOperandSegments,
   let results = (outs VMoE_FloatTensor:$buffers, VMoE_I32Tensor:$slots);
   let assemblyFormat = [{
     $x `,` $expert_ids (`,` $order^)? (`capacity` `(` $runtime_capacity^ `)`)?
+    (`valid` `(` $num_valid^ `)`)?
     attr-dict `:` type($x) `,` type($expert_ids) (`,` type($order)^)?
     `->` type($buffers) `,` type($slots)
   }];
@@ -330,7 +344,8 @@ def VMoE_AssignSlotsOp : VMoE_Op<"assign_slots", [Pure,
     The routing half of `vmoe.dispatch`: the same choice-by-choice
     assignment in priority order (`order`, or token order), with the
     capacity B of the `slot_entries` type (`E x G x B`) lowered at run time
-    by the optional `capacity` operand, but no token rows are copied.
+    by the optional `capacity` operand and tokens masked out by the optional
+    `valid` operand as in dispatch, but no token rows are copied.
     Results: `slots` (as dispatch: the slot of each choice, -1 when
     dropped), `slot_entries[e, g, s] = t * k + i` for the choice i of token t
     held by slot s of expert e (-1 for an unfilled slot), and `fill[e, g]`,
@@ -340,7 +355,7 @@ def VMoE_AssignSlotsOp : VMoE_Op<"assign_slots", [Pure,
     Rules: assign_slots-C1 (expert_ids `G x S x k`), assign_slots-C2 (order
     `G x S`), assign_slots-C3 (slots shape of expert_ids), assign_slots-C4
     (slot_entries `E x G x B` with static E, B >= 1, k <= E), assign_slots-C5
-    (fill `E x G`).
+    (fill `E x G`), assign_slots-C6 (`valid` is an index).
 
     ```mlir
     %slots, %entries, %fill = vmoe.assign_slots %ids, %order
@@ -351,7 +366,8 @@ def VMoE_AssignSlotsOp : VMoE_Op<"assign_slots", [Pure,
   let arguments = (ins
     VMoE_I32Tensor:$expert_ids,
     Optional<VMoE_I32Tensor>:$order,
-    Optional<Index>:$runtime_capacity
+    Optional<Index>:$runtime_capacity,
+    Optional<Index>:$num_valid
   );
   let results = (outs
     VMoE_I32Tensor:$slots,
@@ -360,6 +376,7 @@ def VMoE_AssignSlotsOp : VMoE_Op<"assign_slots", [Pure,
   );
   let assemblyFormat = [{
     $expert_ids (`,` $order^)? (`capacity` `(` $runtime_capacity^ `)`)?
+    (`valid` `(` $num_valid^ `)`)?
     attr-dict `:` type($expert_ids) (`,` type($order)^)?
     `->` type($slots) `,` type($slot_entries) `,` type($fill)
   }];
@@ -424,7 +441,8 @@ def VMoE_FusedExpertsOp : VMoE_Op<"fused_experts", [Pure,
 // FusedRouteOp
 //===----------------------------------------------------------------------===//
 
-def VMoE_FusedRouteOp : VMoE_Op<"fused_route", [Pure]> {
+def VMoE_FusedRouteOp : VMoE_Op<"fused_route", [Pure,
+    AttrSizedOperandSegments]> {
   let summary = "Routing, BPR order and slot assignment, group by group";
   let description = [{
     `route -> bpr_sort -> assign_slots` for one routing group at a time: the
@@ -433,14 +451,16 @@ def VMoE_FusedRouteOp : VMoE_Op<"fused_route", [Pure]> {
     The attributes are those of `vmoe.route` (`k`, `normalize`, `order`);
     with `priority` present, tokens are placed in BPR order with that score
     (`score_k` as `k` of bpr_sort), otherwise in token order. The optional
-    `capacity` operand lowers B (the dim of `slot_entries`) at run time.
+    `capacity` operand lowers B (the dim of `slot_entries`) at run time; the
+    optional `valid` operand masks tokens out as in dispatch.
     Results are those of route (expert ids, weights) and assign_slots
     (slots, slot entries, fill), bit for bit. Created by `vmoe-fuse-routing`.
 
     Rules: fused_route-C1 (x `G x S x D`, router `D x E`, `k <= E`),
     fused_route-C2 (expert_ids, weights, slots `G x S x k`), fused_route-C3
     (slot_entries `E x G x B` with static B >= 1, fill `E x G`),
-    fused_route-C4 (`score_k` only with priority sum_topk, `<= E`).
+    fused_route-C4 (`score_k` only with priority sum_topk, `<= E`),
+    fused_route-C5 (`valid` is an index).
 
     ```mlir
     %ids, %w, %slots, %entries, %fill = vmoe.fused_route %x, %router
@@ -454,6 +474,7 @@ def VMoE_FusedRouteOp : VMoE_Op<"fused_route", [Pure]> {
     VMoE_FloatTensor:$x,
     VMoE_FloatTensor:$router,
     Optional<Index>:$runtime_capacity,
+    Optional<Index>:$num_valid,
     ConfinedAttr<I64Attr, [IntPositive]>:$k,
     DefaultValuedAttr<BoolAttr, "false">:$normalize,
     DefaultValuedAttr<VMoE_RouteOrderAttr, "RouteOrder::softmax_topk">:$order,
@@ -468,7 +489,8 @@ def VMoE_FusedRouteOp : VMoE_Op<"fused_route", [Pure]> {
     VMoE_I32Tensor:$fill
   );
   let assemblyFormat = [{
-    $x `,` $router (`capacity` `(` $runtime_capacity^ `)`)? attr-dict
+    $x `,` $router (`capacity` `(` $runtime_capacity^ `)`)?
+    (`valid` `(` $num_valid^ `)`)? attr-dict
     `:` type($x) `,` type($router) `->` type(results)
   }];
   let hasVerifier = 1;

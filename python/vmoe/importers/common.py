@@ -1,0 +1,112 @@
+"""What the importers share: errors, key bookkeeping, the description.
+
+Every importer reads a checkpoint into a `Params` (name -> float32 array),
+takes each tensor it knows by name (`take`), converts its layout to the
+vmoe one (docs/ModelFormat.md §3: kernels [in, out], fused qkv) and finally
+calls `Params.finish()`, which rejects any key nobody took: an unknown or
+missing key is a one-line ImporterError, never a silently ignored tensor.
+"""
+
+import json
+import math
+
+import numpy as np
+
+__all__ = ["ImporterError", "Params", "description", "write_model"]
+
+
+class ImporterError(ValueError):
+    """A checkpoint or option the importers cannot convert (one line)."""
+
+
+class Params:
+    """A checkpoint's tensors with the bookkeeping of which were used."""
+
+    def __init__(self, tensors, source):
+        self.tensors = {str(k): np.asarray(v, dtype=np.float32)
+                        for k, v in tensors.items()}
+        self.source = source
+        self.used = set()
+
+    def __contains__(self, key):
+        return key in self.tensors
+
+    def has_prefix(self, prefix):
+        return any(k.startswith(prefix) for k in self.tensors)
+
+    def take(self, key, shape=None):
+        """The tensor `key` (checked against `shape`, None = any dim)."""
+        if key not in self.tensors:
+            raise ImporterError(f"{self.source}: missing key {key!r}")
+        value = self.tensors[key]
+        if shape is not None and (len(shape) != value.ndim or any(
+                want is not None and want != got
+                for want, got in zip(shape, value.shape))):
+            want = ", ".join("?" if d is None else str(d) for d in shape)
+            raise ImporterError(f"{self.source}: {key!r} has shape "
+                                f"{list(value.shape)}, expected [{want}]")
+        self.used.add(key)
+        return value
+
+    def finish(self):
+        """Fails on the first key that no importer rule took."""
+        for key in self.tensors:
+            if key not in self.used:
+                raise ImporterError(f"{self.source}: unknown key {key!r} "
+                                    "(not part of a supported model)")
+
+
+def square_grid(patches, what):
+    """The side of a square grid of `patches` patches."""
+    side = math.isqrt(patches)
+    if side * side != patches:
+        raise ImporterError(f"{what}: {patches} patches are not a square "
+                            "grid; give --image-size HxW")
+    return side
+
+
+def description(*, name, image, channels, mean, std, patch, width, depth,
+                heads, mlp_dim, classes, head, final_norm="tokens",
+                representation_size=None, layer_norm_epsilon=1e-6,
+                mlp_activation="gelu_tanh", moe=None):
+    """A model description dict (docs/ModelFormat.md §1)."""
+    height, image_width = image
+    desc = {"format": "vmoe-model", "version": 1, "name": name,
+            "image": {"height": height, "width": image_width,
+                      "channels": channels},
+            "input": {"mean": list(mean), "std": list(std)},
+            "patch_size": (patch[0] if patch[0] == patch[1]
+                           else list(patch)),
+            "width": width, "depth": depth, "heads": heads,
+            "mlp_dim": mlp_dim, "classes": classes, "head": head}
+    if final_norm != "tokens":
+        desc["final_norm"] = final_norm
+    if representation_size:
+        desc["representation_size"] = representation_size
+    desc["layer_norm_epsilon"] = layer_norm_epsilon
+    desc["mlp_activation"] = mlp_activation
+    desc["dtype"] = "f32"
+    if moe is not None:
+        desc["moe"] = moe
+    return desc
+
+
+def channel_values(values, channels, what):
+    """Per-channel mean or std: one value repeated, or one per channel."""
+    values = [float(v) for v in values]
+    if len(values) == 1:
+        values *= channels
+    if len(values) != channels:
+        raise ImporterError(f"{what}: give 1 or {channels} values, got "
+                            f"{len(values)}")
+    return values
+
+
+def write_model(prefix, desc, tensors):
+    """Writes PREFIX.json (the description) and PREFIX.safetensors."""
+    from . import _safetensors
+    with open(prefix + ".json", "w", encoding="utf-8") as f:
+        json.dump(desc, f, indent=1)
+        f.write("\n")
+    _safetensors.write(prefix + ".safetensors", tensors)
+    return prefix + ".json", prefix + ".safetensors"
