@@ -26,8 +26,10 @@
 
 namespace mlir::vmoe::frontend {
 
-/// The per-expert capacity of a MoE layer of `model` at ratio `ratio`.
-int64_t moeLayerCapacity(const ModelDescription &model, double ratio);
+/// The per-expert capacity of the MoE layer `layer` of `model` at ratio
+/// `ratio` (token or expert choice).
+int64_t moeLayerCapacity(const ModelDescription &model,
+                         const MoESettings &layer, double ratio);
 
 /// The activation enum of a description string (validated by the parser).
 Activation parseActivation(llvm::StringRef name);
@@ -52,10 +54,20 @@ public:
   Value attention(Value x, const std::string &prefix);
   /// DenseMLP.cpp: the dense MLP of x [M, D].
   Value mlp(Value x, const std::string &prefix);
-  /// MoELayer.cpp: the MoE layer of x [M, D] at runtime ratio `ratio`;
-  /// `stats` [E + 1] receives the kept choices per expert and the dropped
-  /// choices.
-  Value moe(Value x, const std::string &prefix, Value ratio, Value &stats);
+  /// MoELayer.cpp: the MoE layer of x [M, D] with settings `layer` at
+  /// runtime ratio `ratio`; `stats` [E + 1] receives the layer's routing
+  /// statistics (token choice: the kept choices per expert and the dropped
+  /// choices; the other families: see their files).
+  Value moe(Value x, const std::string &prefix, const MoESettings &layer,
+            Value ratio, Value &stats);
+  /// ExpertChoiceLayer.cpp: an expert choice layer; `stats` [E + 1] is the
+  /// histogram of experts per token (entry j: tokens taken by j experts).
+  Value expertChoice(Value x, const std::string &prefix,
+                     const MoESettings &layer, Value ratio, Value &stats);
+  /// SoftMoELayer.cpp: a Soft MoE layer; `stats` [E + 1] holds the slots
+  /// each expert processed, then 0 (nothing is dropped).
+  Value softMoE(Value x, const std::string &prefix, const MoESettings &layer,
+                Value &stats);
   /// Head.cpp: final LayerNorm, pooling, pre-logits and the classifier:
   /// x [N*T, D] -> logits [N, classes].
   Value head(Value x);

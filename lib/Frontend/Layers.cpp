@@ -37,6 +37,10 @@ Value ForwardBuilder::weight(const std::string &name) {
       unitStrides(b, 1));
   if (tensor.shape.size() == 1)
     return flat;
+  if (tensor.shape.empty()) // A scalar: the 0-d tensor.
+    return tensor::CollapseShapeOp::create(
+        b, loc, RankedTensorType::get({}, f32), flat,
+        ArrayRef<ReassociationIndices>{});
   ReassociationIndices all;
   for (size_t i = 0; i < tensor.shape.size(); ++i)
     all.push_back(i);

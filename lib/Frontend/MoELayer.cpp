@@ -4,9 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// A MoE layer as the vmoe op chain route -> bpr_sort (BPR) -> capacity
-// (runtime C) -> dispatch -> expert_ffn -> combine, plus its routing
-// statistics.
+// A token choice MoE layer as the vmoe op chain route -> bpr_sort (BPR) ->
+// capacity (runtime C) -> dispatch -> expert_ffn -> combine, plus its
+// routing statistics; the other families are built by their own files.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,11 +24,16 @@ using namespace mlir::vmoe::frontend;
 
 using utils::IteratorType;
 
-/// The MoE layer of x [M, D] at runtime ratio `ratio`; `stats` [E + 1]
-/// receives the kept choices per expert and the dropped choices.
-Value ForwardBuilder::moe(Value x, const std::string &prefix, Value ratio,
+/// The MoE layer of x [M, D] at runtime ratio `ratio`; for token choice,
+/// `stats` [E + 1] receives the kept choices per expert and the dropped
+/// choices.
+Value ForwardBuilder::moe(Value x, const std::string &prefix,
+                          const MoESettings &settings, Value ratio,
                           Value &stats) {
-  const MoESettings &settings = model.moe;
+  if (settings.routing == "expert_choice")
+    return expertChoice(x, prefix, settings, ratio, stats);
+  if (settings.routing == "soft")
+    return softMoE(x, prefix, settings, stats);
   int64_t m = shape(x)[0], d = model.modelWidth;
   int64_t s = model.tokensPerGroup(), g = m / s;
   int64_t e = settings.numExperts, k = settings.k;
@@ -52,7 +57,7 @@ Value ForwardBuilder::moe(Value x, const std::string &prefix, Value ratio,
   auto rule = settings.capacityRule == "ceil" ? CapacityRule::ceil
                                               : CapacityRule::round;
   int64_t maxCapacity =
-      moeLayerCapacity(model, maxCapacityRatio(model, options));
+      moeLayerCapacity(model, settings, maxCapacityRatio(model, options));
   // The runtime capacity ratio sets B up to the compiled maximum, unless the
   // description fixes B (moe.capacity).
   Value capacity;

@@ -57,15 +57,18 @@ static ::vmoe::CapacityRounding rounding(const MoESettings &moe) {
                                     : ::vmoe::CapacityRounding::Round;
 }
 
-/// The per-expert capacity of a MoE layer at ratio `ratio` (a fixed
-/// `moe.capacity` ignores the ratio).
+/// The per-expert capacity of the MoE layer `layer` at ratio `ratio`
+/// (token choice: k*S*C/E; expert choice: S*C/E; a fixed `moe.capacity`
+/// ignores the ratio).
 int64_t mlir::vmoe::frontend::moeLayerCapacity(const ModelDescription &model,
+                                               const MoESettings &layer,
                                                double ratio) {
-  const MoESettings &moe = model.moe;
-  if (moe.capacity)
-    return moe.capacity;
-  return ::vmoe::computeCapacity(moe.k, model.tokensPerGroup(), ratio,
-                                 moe.numExperts, rounding(moe), moe.multipleOf);
+  if (model.moe.capacity)
+    return model.moe.capacity;
+  return ::vmoe::computeCapacity(layer.capacityChoices(),
+                                 model.tokensPerGroup(), ratio,
+                                 model.moe.numExperts, rounding(layer),
+                                 layer.multipleOf);
 }
 
 llvm::Error
@@ -83,15 +86,20 @@ mlir::vmoe::frontend::validateBuildOptions(const ModelDescription &model,
     return error("max-capacity-ratio: " + ::vmoe::formatShortest(maxRatio) +
                  " is below the default capacity ratio " +
                  ::vmoe::formatShortest(model.moe.capacityRatio));
-  if (model.moeBlocks().empty() || model.moe.capacity)
+  if (model.moe.capacity)
     return llvm::Error::success();
-  for (double ratio : {model.moe.capacityRatio, maxRatio})
-    if (moeLayerCapacity(model, ratio) < 1)
-      return error("moe.capacity_ratio: capacity rounds to 0 (" +
-                   ::vmoe::describeRawCapacity(model.moe.k,
-                                               model.tokensPerGroup(), ratio,
-                                               model.moe.numExperts) +
-                   ")");
+  for (int64_t block : model.moeBlocks()) {
+    MoESettings layer = model.layerSettings(block);
+    if (layer.routing == "soft") // Soft MoE has no capacity.
+      continue;
+    for (double ratio : {model.moe.capacityRatio, maxRatio})
+      if (moeLayerCapacity(model, layer, ratio) < 1)
+        return error("moe.capacity_ratio: capacity rounds to 0 (" +
+                     ::vmoe::describeRawCapacity(layer.capacityChoices(),
+                                                 model.tokensPerGroup(), ratio,
+                                                 model.moe.numExperts) +
+                     ")");
+  }
   return llvm::Error::success();
 }
 
@@ -99,19 +107,27 @@ std::string mlir::vmoe::frontend::buildManifest(const ModelDescription &model,
                                                 const BuildOptions &options) {
   llvm::json::Array layers;
   for (int64_t block : model.moeBlocks()) {
-    llvm::json::Object layer{
+    MoESettings layer = model.layerSettings(block);
+    // Soft MoE layers have no capacity: their P slots stand in for it.
+    bool soft = layer.routing == "soft";
+    llvm::json::Object entry{
         {"block", block},
+        {"routing", layer.routing},
         {"num_experts", model.moe.numExperts},
-        {"k", model.moe.k},
-        {"tokens_per_group", model.tokensPerGroup()},
-        {"capacity_rule", model.moe.capacityRule},
-        {"multiple_of", model.moe.multipleOf},
+        {"k", soft ? 1 : layer.capacityChoices()},
+        {"tokens_per_group", model.layerTokensPerGroup(layer)},
+        {"capacity_rule", layer.capacityRule},
+        {"multiple_of", layer.multipleOf},
         {"max_capacity",
-         moeLayerCapacity(model, maxCapacityRatio(model, options))}};
+         soft ? model.layerSlotsPerExpert(layer)
+              : moeLayerCapacity(model, layer,
+                                 maxCapacityRatio(model, options))}};
+    if (soft)
+      entry["slots_per_expert"] = model.layerSlotsPerExpert(layer);
     // A fixed capacity does not follow the runtime capacity ratio.
-    if (model.moe.capacity)
-      layer["capacity"] = model.moe.capacity;
-    layers.push_back(std::move(layer));
+    else if (model.moe.capacity)
+      entry["capacity"] = model.moe.capacity;
+    layers.push_back(std::move(entry));
   }
   llvm::json::Array tensors;
   std::vector<WeightTensor> layout = weightLayout(model);
@@ -184,7 +200,8 @@ std::pair<Value, Value> ForwardBuilder::forward(Value images, Value ratio,
     Value normed = layerNorm(x, block + ".ln2");
     if (model.isMoEBlock(i)) {
       Value stats;
-      x = add(x, moe(normed, block + ".moe", ratio, stats));
+      x = add(x, moe(normed, block + ".moe", model.layerSettings(i), ratio,
+                     stats));
       statsRows.push_back(stats);
     } else {
       x = add(x, mlp(normed, block + ".mlp"));

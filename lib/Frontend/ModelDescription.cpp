@@ -151,6 +151,21 @@ public:
     return Error::success();
   }
 
+  /// Reads `key` with `read` into `out` when present (an absent key leaves
+  /// `out` empty).
+  template <typename T, typename ReadFn>
+  Error readOptional(StringRef key, std::optional<T> &out, ReadFn read) {
+    if (!object.get(key)) {
+      seen.insert(key);
+      return Error::success();
+    }
+    T value{};
+    if (Error e = read(value))
+      return e;
+    out = std::move(value);
+    return Error::success();
+  }
+
   /// Reports the first field that was not read.
   Error rejectUnknown() const {
     for (const auto &entry : object)
@@ -169,6 +184,84 @@ private:
 
 static const StringRef kActivations[] = {"gelu_tanh", "gelu_erf", "relu",
                                          "silu"};
+
+static const StringRef kRoutings[] = {"vanilla", "bpr", "expert_choice",
+                                      "soft"};
+
+/// Rejects `key` of `r` unless `used` (the routing of the object it is in
+/// does not use it).
+static Error onlyUsedBy(FieldReader &r, StringRef key, bool used,
+                        StringRef users, StringRef routing) {
+  if (used || !r.get(key))
+    return Error::success();
+  return fieldError(r.path(key), "only used by routing " + users +
+                                     ", got routing \"" + routing + "\"");
+}
+
+/// The fields of one `moe.overrides` entry; `base` is the `moe` object.
+static Error parseOverride(const llvm::json::Value &value, size_t index,
+                           const MoESettings &base, MoEOverride &entry) {
+  std::string prefix = "moe.overrides[" + std::to_string(index) + "]";
+  const llvm::json::Object *object = value.getAsObject();
+  if (!object)
+    return fieldError(prefix, "must be an object");
+  FieldReader r(*object, prefix + ".");
+  const llvm::json::Value *blocks = r.get("blocks");
+  if (!blocks)
+    return r.missing("blocks");
+  const llvm::json::Array *list = blocks->getAsArray();
+  if (!list || list->empty())
+    return fieldError(r.path("blocks"),
+                      "must be a non-empty list of block indices");
+  for (const llvm::json::Value &block : *list) {
+    std::optional<int64_t> number = block.getAsInteger();
+    if (!number || *number < 0)
+      return fieldError(r.path("blocks"),
+                        "must be a list of integers >= 0");
+    entry.blocks.push_back(*number);
+  }
+  auto string = [&](StringRef key, std::optional<std::string> &out,
+                    llvm::ArrayRef<StringRef> choices) {
+    return r.readOptional(key, out, [&](std::string &v) {
+      return r.readString(key, v, true, choices);
+    });
+  };
+  auto integer = [&](StringRef key, std::optional<int64_t> &out) {
+    return r.readOptional(
+        key, out, [&](int64_t &v) { return r.readInt(key, v, 1); });
+  };
+  if (Error e = string("routing", entry.routing, kRoutings))
+    return e;
+  std::string routing = entry.routing.value_or(base.routing);
+  bool tokenChoice = routing == "vanilla" || routing == "bpr";
+  bool soft = routing == "soft";
+  if (Error e = onlyUsedBy(r, "k", tokenChoice, "vanilla or bpr", routing))
+    return e;
+  if (Error e = integer("k", entry.k))
+    return e;
+  if (Error e = string("score", entry.score, {"max", "sum_topk"}))
+    return e;
+  if (Error e = string("order", entry.order, {"softmax_topk", "topk_softmax"}))
+    return e;
+  if (Error e = r.readOptional("normalize", entry.normalize, [&](bool &v) {
+        return r.readBool("normalize", v);
+      }))
+    return e;
+  if (Error e = string("capacity_rule", entry.capacityRule, {"round", "ceil"}))
+    return e;
+  if (Error e = integer("multiple_of", entry.multipleOf))
+    return e;
+  if (Error e = string("activation", entry.activation, kActivations))
+    return e;
+  for (StringRef key : {"slots_per_expert", "soft_group_size"})
+    if (Error e = onlyUsedBy(r, key, soft, "\"soft\"", routing))
+      return e;
+  if (Error e = integer("slots_per_expert", entry.slotsPerExpert))
+    return e;
+  if (Error e = integer("soft_group_size", entry.softGroupSize))
+    return e;
+  return r.rejectUnknown();
+}
 
 /// Reads `moe.layers`: block indices, sorted and distinct on return.
 static Error readLayerList(FieldReader &r, std::vector<int64_t> &layers) {
@@ -251,13 +344,17 @@ static Error parseMoE(const llvm::json::Object &object, MoESettings &moe) {
     return e;
   if (Error e = r.readInt("num_experts", moe.numExperts, 1))
     return e;
-  if (Error e = r.readInt("k", moe.k, 1))
+  if (Error e = r.readString("routing", moe.routing, false, kRoutings))
     return e;
+  if (Error e = onlyUsedBy(r, "k", moe.isTokenChoice(), "vanilla or bpr",
+                           moe.routing))
+    return e;
+  if (moe.isTokenChoice())
+    if (Error e = r.readInt("k", moe.k, 1))
+      return e;
   if (Error e = r.readInt("mlp_dim", moe.mlpDim, 1, false))
     return e;
   if (Error e = parseCapacity(r, moe))
-    return e;
-  if (Error e = r.readString("routing", moe.routing, false, {"vanilla", "bpr"}))
     return e;
   if (Error e = r.readString("score", moe.score, false, {"max", "sum_topk"}))
     return e;
@@ -271,6 +368,25 @@ static Error parseMoE(const llvm::json::Object &object, MoESettings &moe) {
     return e;
   if (Error e = parseGroup(r, moe))
     return e;
+  for (StringRef key : {"slots_per_expert", "soft_group_size"})
+    if (Error e = onlyUsedBy(r, key, moe.routing == "soft", "\"soft\"",
+                             moe.routing))
+      return e;
+  if (Error e = r.readInt("slots_per_expert", moe.slotsPerExpert, 1, false))
+    return e;
+  if (Error e = r.readInt("soft_group_size", moe.softGroupSize, 1, false))
+    return e;
+  if (const llvm::json::Value *overrides = r.get("overrides")) {
+    const llvm::json::Array *list = overrides->getAsArray();
+    if (!list)
+      return fieldError("moe.overrides", "must be a list of objects");
+    for (const auto &[index, value] : llvm::enumerate(*list)) {
+      MoEOverride entry;
+      if (Error e = parseOverride(value, index, moe, entry))
+        return e;
+      moe.overrides.push_back(std::move(entry));
+    }
+  }
   return r.rejectUnknown();
 }
 
@@ -409,13 +525,89 @@ mlir::vmoe::frontend::parseModelDescription(StringRef json) {
   return model;
 }
 
+/// `moe.overrides[i].key` when entry i sets `key`, else `moe.key`.
+static std::string layerField(const ModelDescription &model, int64_t block,
+                              StringRef key, bool setByOverride) {
+  for (const auto &[index, entry] : llvm::enumerate(model.moe.overrides))
+    if (setByOverride && llvm::is_contained(entry.blocks, block))
+      return ("moe.overrides[" + llvm::Twine(index) + "]." + key).str();
+  return ("moe." + key).str();
+}
+
+/// The rules of every MoE layer (its own settings) and of moe.overrides.
+static Error validateMoELayers(const ModelDescription &model) {
+  llvm::SmallVector<int64_t> blocks = model.moeBlocks();
+  for (const auto &[index, entry] : llvm::enumerate(model.moe.overrides)) {
+    std::string path = "moe.overrides[" + std::to_string(index) + "].blocks";
+    for (int64_t block : entry.blocks) {
+      if (!llvm::is_contained(blocks, block)) {
+        std::string list;
+        for (int64_t b : blocks)
+          list += (list.empty() ? "" : ", ") + std::to_string(b);
+        return fieldError(path, llvm::formatv("block {0} is not a MoE block "
+                                              "(MoE blocks: {1})",
+                                              block, list.empty() ? "none"
+                                                                  : list));
+      }
+      for (size_t other = 0; other < index; ++other)
+        if (llvm::is_contained(model.moe.overrides[other].blocks, block))
+          return fieldError(path, llvm::formatv("block {0} is already in "
+                                                "moe.overrides[{1}]",
+                                                block, other));
+    }
+  }
+  const MoESettings &moe = model.moe;
+  for (int64_t block : blocks) {
+    MoESettings layer = model.layerSettings(block);
+    const MoEOverride *entry = nullptr;
+    for (const MoEOverride &candidate : moe.overrides)
+      if (llvm::is_contained(candidate.blocks, block))
+        entry = &candidate;
+    if (layer.isTokenChoice()) {
+      std::string field = layerField(
+          model, block, "k",
+          entry && (entry->k.has_value() || entry->routing.has_value()));
+      if (layer.k < 1)
+        return fieldError(field, llvm::formatv("missing (required by routing "
+                                               "\"{0}\" in block {1})",
+                                               layer.routing, block));
+      if (layer.k > moe.numExperts)
+        return fieldError(field,
+                          llvm::formatv("must be <= moe.num_experts ({0}), "
+                                        "got {1}",
+                                        moe.numExperts, layer.k));
+    }
+    if (layer.routing != "soft")
+      continue;
+    if (moe.groupSize % layer.softGroupSize != 0)
+      return fieldError(
+          layerField(model, block, "soft_group_size",
+                     entry && entry->softGroupSize.has_value()),
+          llvm::formatv("must divide moe.group_size ({0}), got {1}",
+                        moe.groupSize, layer.softGroupSize));
+    if (model.layerSlotsPerExpert(layer) < 1)
+      return fieldError(
+          layerField(model, block, "slots_per_expert",
+                     entry && entry->slotsPerExpert.has_value()),
+          llvm::formatv("missing, and round(S/E) = round({0}/{1}) is 0 in "
+                        "block {2}",
+                        model.layerTokensPerGroup(layer), moe.numExperts,
+                        block));
+  }
+  return Error::success();
+}
+
 /// Checks the MoE settings against the rest of the model.
 static Error validateMoE(const ModelDescription &model) {
   const MoESettings &moe = model.moe;
-  if (moe.k > moe.numExperts)
-    return fieldError("moe.k", llvm::formatv("must be <= moe.num_experts ({0}), "
-                                             "got {1}",
-                                             moe.numExperts, moe.k));
+  if (moe.groupTokens)
+    for (int64_t block : model.moeBlocks())
+      if (model.layerSettings(block).routing == "soft")
+        return fieldError("moe.group_tokens",
+                          llvm::formatv("not used by routing \"soft\" "
+                                        "(block {0}): a Soft MoE group is "
+                                        "whole images",
+                                        block));
   if (moe.placement == "last-n") {
     int64_t oddBlocks = model.depth / 2;
     if (moe.lastN > oddBlocks)
@@ -433,7 +625,7 @@ static Error validateMoE(const ModelDescription &model) {
     return fieldError("moe.layers",
                       llvm::formatv("block {0} does not exist (depth {1})",
                                     moe.layers.back(), model.depth));
-  return Error::success();
+  return validateMoELayers(model);
 }
 
 Error mlir::vmoe::frontend::validateModelDescription(
@@ -484,6 +676,40 @@ llvm::SmallVector<int64_t> ModelDescription::moeBlocks() const {
 
 bool ModelDescription::isMoEBlock(int64_t i) const {
   return llvm::is_contained(moeBlocks(), i);
+}
+
+MoESettings ModelDescription::layerSettings(int64_t block) const {
+  MoESettings layer = moe;
+  layer.overrides.clear();
+  for (const MoEOverride &entry : moe.overrides) {
+    if (!llvm::is_contained(entry.blocks, block))
+      continue;
+    layer.routing = entry.routing.value_or(layer.routing);
+    layer.k = entry.k.value_or(layer.k);
+    layer.score = entry.score.value_or(layer.score);
+    layer.order = entry.order.value_or(layer.order);
+    layer.normalize = entry.normalize.value_or(layer.normalize);
+    layer.capacityRule = entry.capacityRule.value_or(layer.capacityRule);
+    layer.multipleOf = entry.multipleOf.value_or(layer.multipleOf);
+    layer.activation = entry.activation.value_or(layer.activation);
+    layer.slotsPerExpert = entry.slotsPerExpert.value_or(layer.slotsPerExpert);
+    layer.softGroupSize = entry.softGroupSize.value_or(layer.softGroupSize);
+  }
+  return layer;
+}
+
+int64_t ModelDescription::layerTokensPerGroup(const MoESettings &layer) const {
+  if (layer.routing == "soft")
+    return layer.softGroupSize * tokensPerImage();
+  return tokensPerGroup();
+}
+
+int64_t ModelDescription::layerSlotsPerExpert(const MoESettings &layer) const {
+  if (layer.slotsPerExpert > 0)
+    return layer.slotsPerExpert;
+  return ::vmoe::computeCapacity(1, layerTokensPerGroup(layer), 1.0,
+                                 moe.numExperts,
+                                 ::vmoe::CapacityRounding::Round, 1);
 }
 
 int64_t WeightTensor::numElements() const {
@@ -546,7 +772,15 @@ mlir::vmoe::frontend::weightLayout(const ModelDescription &model) {
     l.addDense(block + "attn.qkv", d, 3 * d);
     l.addDense(block + "attn.out", d, d);
     l.addLayerNorm(block + "ln2", d);
-    if (model.isMoEBlock(i)) {
+    if (model.isMoEBlock(i) && model.layerSettings(i).routing == "soft") {
+      MoESettings layer = model.layerSettings(i);
+      l.add(block + "moe.phi", {d, e, model.layerSlotsPerExpert(layer)});
+      l.add(block + "moe.scale", {});
+      l.add(block + "moe.w1", {e, d, he});
+      l.add(block + "moe.b1", {e, he});
+      l.add(block + "moe.w2", {e, he, d});
+      l.add(block + "moe.b2", {e, d});
+    } else if (model.isMoEBlock(i)) {
       l.add(block + "moe.router.kernel", {d, e});
       l.add(block + "moe.w1", {e, d, he});
       l.add(block + "moe.b1", {e, he});

@@ -76,8 +76,8 @@ llvm::Error Model::checkCapacityRatio(double ratio) const {
                                    formatShortest(manifest.maxCapacityRatio) +
                                    " the model was compiled for");
   for (const MoELayerInfo &layer : manifest.moeLayers) {
-    // A fixed capacity does not depend on the ratio.
-    if (layer.fixedCapacity)
+    // Soft MoE and a fixed capacity do not depend on the ratio.
+    if (!layer.hasCapacity())
       continue;
     int64_t capacity =
         computeCapacity(layer.k, layer.tokensPerGroup, ratio, layer.numExperts,

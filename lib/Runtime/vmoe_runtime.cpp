@@ -137,6 +137,14 @@ int64_t vmoe_model_moe_block(const vmoe_model *model, int64_t layer) {
   return manifest->moeLayers[layer].block;
 }
 
+const char *vmoe_model_moe_routing(const vmoe_model *model, int64_t layer) {
+  const Manifest *manifest = getManifest(model);
+  if (!manifest || layer < 0 ||
+      layer >= static_cast<int64_t>(manifest->moeLayers.size()))
+    return nullptr;
+  return manifest->moeLayers[layer].routing.c_str();
+}
+
 int64_t vmoe_model_stats_size(const vmoe_model *model) {
   const Manifest *manifest = getManifest(model);
   return manifest ? manifest->statsSize() : 0;

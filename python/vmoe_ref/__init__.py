@@ -4,10 +4,18 @@ from .ops import (ACTIVATIONS, CAPACITY_RULES, PRIORITY_SCORES, ROUTE_ORDERS,
                   activate, bpr_sort, capacity, combine, dispatch, expert_ffn,
                   moe_layer, route, routing_stats, runtime_capacity,
                   sized_capacity)
+from .expertchoice import (expert_choice, expert_choice_capacity,
+                            expert_choice_experts, expert_choice_layer,
+                            expert_choice_stats, experts_per_token)
+from .softmoe import default_slots, soft_logits, soft_moe
 
 __all__ = [
     "ACTIVATIONS", "CAPACITY_RULES", "PRIORITY_SCORES", "ROUTE_ORDERS",
     "activate", "bpr_sort", "capacity", "combine", "dispatch", "expert_ffn",
     "moe_layer", "route", "routing_stats", "runtime_capacity",
     "sized_capacity",
+    # Other families (SPEC §8).
+    "default_slots", "expert_choice", "expert_choice_capacity",
+    "expert_choice_experts", "expert_choice_layer", "expert_choice_stats",
+    "experts_per_token", "soft_logits", "soft_moe",
 ]

@@ -39,7 +39,7 @@ from torch import nn
 
 from vmoe import safetensors
 
-from . import ops
+from . import expertchoice, ops, softmoe
 
 # ---------------------------------------------------------------------------
 # Model description (ModelFormat §1)
@@ -51,14 +51,22 @@ _TOP_FIELDS = ("format", "version", "name", "image", "input", "patch_size",
 _MOE_FIELDS = ("placement", "last_n", "every", "layers", "num_experts", "k",
                "mlp_dim", "capacity_ratio", "capacity", "capacity_rule",
                "multiple_of", "routing", "score", "order", "normalize",
-               "activation", "group_size", "group_tokens")
+               "activation", "group_size", "group_tokens", "slots_per_expert",
+               "soft_group_size", "overrides")
+# The fields a `moe.overrides` entry may set for its blocks.
+_LAYER_FIELDS = ("routing", "k", "score", "order", "normalize",
+                 "capacity_rule", "multiple_of", "activation",
+                 "slots_per_expert", "soft_group_size")
 PLACEMENTS = ("every-2", "every-n", "last-n", "layers")
 HEADS = ("token", "gap", "map")
 _MOE_DEFAULTS = {"capacity_rule": "round", "multiple_of": 1,
                  "routing": "vanilla", "score": "max",
                  "order": "softmax_topk", "normalize": False,
                  "activation": "gelu_tanh"}
-ROUTINGS = ("vanilla", "bpr")
+# (soft_group_size defaults to 1 and slots_per_expert to round(S/E): see
+# layer_settings.)
+ROUTINGS = ("vanilla", "bpr", "expert_choice", "soft")
+TOKEN_CHOICE = ("vanilla", "bpr")
 
 
 class DescriptionError(ValueError):
@@ -224,10 +232,8 @@ def _parse_moe(moe, out):
                                 f"(depth {depth})")
         m["layers"] = sorted(layers)
     m["num_experts"] = _int(moe, "num_experts", "moe.")
-    m["k"] = _int(moe, "k", "moe.")
-    if m["k"] > m["num_experts"]:
-        _fail("moe.k", f"must be <= moe.num_experts ({m['num_experts']}), "
-                       f"got {m['k']}")
+    m["routing"] = _choice(moe, "routing", "moe.", ROUTINGS, "vanilla")
+    _layer_fields(moe, m, "moe.", m["routing"])
     m["mlp_dim"] = (_int(moe, "mlp_dim", "moe.") if "mlp_dim" in moe
                     else out["mlp_dim"])
     if "capacity" in moe:
@@ -240,20 +246,8 @@ def _parse_moe(moe, out):
             _fail("moe.capacity_ratio", "missing required field")
         m["capacity_ratio"] = _positive_float(moe["capacity_ratio"],
                                               "moe.capacity_ratio")
-        m["capacity_rule"] = _choice(moe, "capacity_rule", "moe.",
-                                     ops.CAPACITY_RULES, "round")
-        m["multiple_of"] = (_int(moe, "multiple_of", "moe.")
-                            if "multiple_of" in moe else 1)
-    m["routing"] = _choice(moe, "routing", "moe.", ROUTINGS, "vanilla")
-    m["score"] = _choice(moe, "score", "moe.", ops.PRIORITY_SCORES, "max")
-    m["order"] = _choice(moe, "order", "moe.", ops.ROUTE_ORDERS,
-                         "softmax_topk")
-    normalize = moe.get("normalize", False)
-    if not isinstance(normalize, bool):
-        _fail("moe.normalize", f"must be true or false, got {normalize!r}")
-    m["normalize"] = normalize
-    m["activation"] = _choice(moe, "activation", "moe.", ops.ACTIVATIONS,
-                              "gelu_tanh")
+    for key, default in _MOE_DEFAULTS.items():
+        m.setdefault(key, default)
     if "group_tokens" in moe:
         if "group_size" in moe:
             _fail("moe.group_tokens", "give moe.group_size or "
@@ -261,15 +255,145 @@ def _parse_moe(moe, out):
         m["group_tokens"] = _int(moe, "group_tokens", "moe.")
     else:
         m["group_size"] = _int(moe, "group_size", "moe.")
-    if "capacity" not in m:
-        # The default capacity must size to B >= 1 (SPEC §4).
+    m["overrides"] = []
+    overrides = moe.get("overrides", [])
+    if not isinstance(overrides, list):
+        _fail("moe.overrides", "must be a list of objects")
+    for index, entry in enumerate(overrides):
+        prefix = f"moe.overrides[{index}]."
+        _check_fields(entry, ("blocks",) + _LAYER_FIELDS, prefix)
+        blocks = entry.get("blocks")
+        if blocks is None:
+            _fail(prefix + "blocks", "missing required field")
+        if not isinstance(blocks, list) or not blocks or not all(
+                isinstance(b, int) and not isinstance(b, bool) and b >= 0
+                for b in blocks):
+            _fail(prefix + "blocks", "must be a non-empty list of block "
+                                     "indices")
+        routing = _choice(entry, "routing", prefix, ROUTINGS, m["routing"])
+        fields = {"blocks": list(blocks)}
+        if "routing" in entry:
+            fields["routing"] = routing
+        _layer_fields(entry, fields, prefix, routing)
+        m["overrides"].append(fields)
+    _check_layers({**out, "moe": m})
+    return m
+
+
+def _layer_fields(obj, out, prefix, routing):
+    """Reads the per-layer fields present in `obj` (the moe object or an
+    overrides entry whose blocks use `routing`) into `out`."""
+    token_choice = routing in TOKEN_CHOICE
+    if "k" in obj and not token_choice:
+        _fail(prefix + "k", f"only used by routing vanilla or bpr, got "
+                            f"routing {routing!r}")
+    for key in ("slots_per_expert", "soft_group_size"):
+        if key in obj and routing != "soft":
+            _fail(prefix + key, f"only used by routing \"soft\", got "
+                                f"routing {routing!r}")
+    for key in ("k", "multiple_of", "slots_per_expert", "soft_group_size"):
+        if key in obj:
+            out[key] = _int(obj, key, prefix)
+    if prefix == "moe." and token_choice:
+        out["k"] = _int(obj, "k", prefix)
+    choices = {"capacity_rule": ops.CAPACITY_RULES,
+               "score": ops.PRIORITY_SCORES, "order": ops.ROUTE_ORDERS,
+               "activation": ops.ACTIVATIONS}
+    for key, allowed in choices.items():
+        if key in obj:
+            out[key] = _choice(obj, key, prefix, allowed)
+    if "normalize" in obj:
+        if not isinstance(obj["normalize"], bool):
+            _fail(prefix + "normalize",
+                  f"must be true or false, got {obj['normalize']!r}")
+        out["normalize"] = obj["normalize"]
+
+
+def layer_settings(desc, block):
+    """The settings of the MoE layer of `block`: the moe object's fields
+    with those of its overrides entry, if any; plus `explicit` (the fields
+    the entry sets) and, for Soft MoE, `slots_per_expert` resolved."""
+    moe = desc["moe"]
+    layer = {key: moe[key] for key in moe if key != "overrides"}
+    layer["explicit"] = ()
+    for entry in moe["overrides"]:
+        if block in entry["blocks"]:
+            layer.update({k: v for k, v in entry.items() if k != "blocks"})
+            layer["explicit"] = tuple(k for k in entry if k != "blocks")
+    layer.setdefault("k", 0)
+    if layer["routing"] == "soft" and "slots_per_expert" not in layer:
+        layer["slots_per_expert"] = softmoe.default_slots(
+            layer_tokens_per_group(desc, layer), moe["num_experts"])
+    return layer
+
+
+def layer_tokens_per_group(desc, layer):
+    """Tokens per group of a MoE layer: one Soft MoE group, else S."""
+    if layer["routing"] != "soft":
+        return tokens_per_group(desc)
+    return layer.get("soft_group_size", 1) * tokens_per_image(desc)
+
+
+def _check_layers(desc):
+    """The rules of moe.overrides and of every MoE layer's settings."""
+    moe = desc["moe"]
+    blocks = description_moe_blocks(desc)
+    for index, entry in enumerate(moe["overrides"]):
+        field = f"moe.overrides[{index}].blocks"
+        for block in entry["blocks"]:
+            if block not in blocks:
+                listed = ", ".join(map(str, blocks)) or "none"
+                _fail(field, f"block {block} is not a MoE block (MoE "
+                             f"blocks: {listed})")
+            for other in range(index):
+                if block in moe["overrides"][other]["blocks"]:
+                    _fail(field, f"block {block} is already in "
+                                 f"moe.overrides[{other}]")
+
+    def field(block, key, layer):
+        for index, entry in enumerate(moe["overrides"]):
+            if block in entry["blocks"] and key in layer["explicit"]:
+                return f"moe.overrides[{index}].{key}"
+        return f"moe.{key}"
+
+    E = moe["num_experts"]
+    for block in blocks:
+        layer = layer_settings(desc, block)
+        routing = layer["routing"]
+        if routing in TOKEN_CHOICE:
+            if layer["k"] < 1:
+                _fail(field(block, "routing" if "routing" in layer["explicit"]
+                            else "k", layer).replace(".routing", ".k"),
+                      f"missing (required by routing {routing!r} in block "
+                      f"{block})")
+            if layer["k"] > E:
+                _fail(field(block, "k", layer),
+                      f"must be <= moe.num_experts ({E}), got {layer['k']}")
+        if routing == "soft":
+            if "group_tokens" in moe:
+                _fail("moe.group_tokens", f"not used by routing \"soft\" "
+                                          f"(block {block}): a Soft MoE group "
+                                          f"is whole images")
+            if moe["group_size"] % layer.get("soft_group_size", 1):
+                _fail(field(block, "soft_group_size", layer),
+                      f"must divide moe.group_size ({moe['group_size']}), "
+                      f"got {layer['soft_group_size']}")
+            if layer["slots_per_expert"] < 1:
+                S = layer_tokens_per_group(desc, layer)
+                _fail(field(block, "slots_per_expert", layer),
+                      f"missing, and round(S/E) = round({S}/{E}) is 0 in "
+                      f"block {block}")
+            continue
+        if "capacity" in moe:
+            continue
+        # The default capacity must size to B >= 1 (SPEC §4, §8).
+        choices = layer["k"] if routing in TOKEN_CHOICE else 1
         try:
-            ops.sized_capacity(m["k"], tokens_per_group({**out, "moe": m}),
-                               m["capacity_ratio"], m["num_experts"],
-                               m["capacity_rule"], m["multiple_of"])
+            ops.sized_capacity(choices, tokens_per_group(desc),
+                               moe["capacity_ratio"], E,
+                               layer["capacity_rule"], layer["multiple_of"])
         except ValueError as err:
             _fail("moe.capacity_ratio", str(err))
-    return m
 
 
 def load_description(path):
@@ -361,7 +485,12 @@ def expected_shapes(desc):
                        p + "attn.out.kernel": (D, D),
                        p + "attn.out.bias": (D,),
                        p + "ln2.scale": (D,), p + "ln2.bias": (D,)})
-        if i in moe:
+        if i in moe and layer_settings(desc, i)["routing"] == "soft":
+            P = layer_settings(desc, i)["slots_per_expert"]
+            shapes.update({p + "moe.phi": (D, E, P), p + "moe.scale": (),
+                           p + "moe.w1": (E, D, He), p + "moe.b1": (E, He),
+                           p + "moe.w2": (E, He, D), p + "moe.b2": (E, D)})
+        elif i in moe:
             shapes.update({p + "moe.router.kernel": (D, E),
                            p + "moe.w1": (E, D, He), p + "moe.b1": (E, He),
                            p + "moe.w2": (E, He, D), p + "moe.b2": (E, D)})
@@ -624,6 +753,13 @@ class MoE(nn.Module):
             valid = (torch.arange(N * T) < valid_images * T).reshape(
                 grouped.shape[:2])
         cfg = self.cfg
+        if "routing" in cfg["explicit"] or routing is None:
+            routing = cfg["routing"]
+        if "score" in cfg["explicit"] or score is None:
+            score = cfg["score"]
+        if routing not in TOKEN_CHOICE:
+            raise ValueError(f"a token choice layer cannot run with routing "
+                             f"{routing!r}")
         noise = None
         if self.training:
             noise = torch.randn(*grouped.shape[:2], cfg["num_experts"])
@@ -636,20 +772,81 @@ class MoE(nn.Module):
             order=cfg["order"], normalize=cfg["normalize"], noise=noise,
             capacity=cfg.get("capacity"), valid=valid)
         result["valid"] = valid
+        result["routing"] = routing
+        return result["out"].reshape(N, T, D), result
+
+
+class ExpertChoiceMoE(MoE):
+    """Expert choice layer (SPEC §8): the parameters of MoE (router [D, E]
+    plus E expert MLPs), expert choice routing."""
+
+    def forward(self, x, tokens_per_group, routing, score, capacity_ratio):
+        """x [N, T, D] -> (out [N, T, D], expertchoice.expert_choice_layer's
+        dict plus `routing`). routing/score are unused."""
+        del routing, score
+        N, T, D = x.shape
+        grouped = x.reshape(N * T // tokens_per_group, tokens_per_group, D)
+        cfg = self.cfg
+        result = expertchoice.expert_choice_layer(
+            grouped, self.router.kernel, self.w1, self.b1, self.w2, self.b2,
+            num_experts=cfg["num_experts"], capacity_ratio=capacity_ratio,
+            capacity_rule=cfg["capacity_rule"],
+            multiple_of=cfg["multiple_of"], activation=cfg["activation"])
+        result["routing"] = "expert_choice"
+        return result["out"].reshape(N, T, D), result
+
+
+class SoftMoE(nn.Module):
+    """Soft MoE layer (SPEC §8): slot parameters phi [D, E, P], the scalar
+    scale, and E expert MLPs; groups of soft_group_size images."""
+
+    def __init__(self, dim, hidden, layer, tokens_per_image):
+        super().__init__()
+        E, P = layer["num_experts"], layer["slots_per_expert"]
+        self.cfg = layer
+        self.tokens_per_group = layer.get("soft_group_size", 1) * \
+            tokens_per_image
+        # Google's init: lecun_normal phi (fan-in D), scale 1.
+        self.phi = nn.Parameter(torch.randn(dim, E, P) / math.sqrt(dim))
+        self.scale = nn.Parameter(torch.ones(()))
+        self.w1 = _xavier(E, dim, hidden)
+        self.b1 = nn.Parameter(torch.zeros(E, hidden))
+        self.w2 = _xavier(E, hidden, dim)
+        self.b2 = nn.Parameter(torch.zeros(E, dim))
+
+    def forward(self, x, tokens_per_group, routing, score, capacity_ratio):
+        """x [N, T, D] -> (out [N, T, D], softmoe.soft_moe's dict plus
+        `routing` and `groups`). The MoE group size and capacity do not
+        apply."""
+        del tokens_per_group, routing, score, capacity_ratio
+        N, T, D = x.shape
+        S = self.tokens_per_group
+        result = softmoe.soft_moe(x.reshape(N * T // S, S, D), self.phi,
+                                  self.scale, self.w1, self.b1, self.w2,
+                                  self.b2, self.cfg["activation"])
+        result["routing"] = "soft"
+        result["groups"] = N * T // S
         return result["out"].reshape(N, T, D), result
 
 
 class Block(nn.Module):
     """Pre-LN encoder block: x + attn(ln1(x)), then x + mlp|moe(ln2(x))."""
 
-    def __init__(self, desc, is_moe):
+    def __init__(self, desc, is_moe, block=None):
         super().__init__()
         D, eps = desc["width"], desc["layer_norm_epsilon"]
         self.ln1 = LayerNorm(D, eps)
         self.attn = Attention(D, desc["heads"])
         self.ln2 = LayerNorm(D, eps)
         if is_moe:
-            self.moe = MoE(D, desc["moe"]["mlp_dim"], desc["moe"])
+            layer = layer_settings(desc, block)
+            if layer["routing"] == "soft":
+                self.moe = SoftMoE(D, desc["moe"]["mlp_dim"], layer,
+                                   tokens_per_image(desc))
+            elif layer["routing"] == "expert_choice":
+                self.moe = ExpertChoiceMoE(D, desc["moe"]["mlp_dim"], layer)
+            else:
+                self.moe = MoE(D, desc["moe"]["mlp_dim"], layer)
         else:
             self.mlp = Mlp(D, desc["mlp_dim"], desc["mlp_activation"])
         self.is_moe = is_moe
@@ -708,7 +905,7 @@ class VMoE(nn.Module):
         self.pos_embedding = nn.Parameter(
             torch.randn(tokens_per_image(desc), D) * 0.02)
         self.blocks = nn.ModuleList(
-            Block(desc, i in self.moe_block_ids)
+            Block(desc, i in self.moe_block_ids, i)
             for i in range(desc["depth"]))
         self.final_ln = LayerNorm(D, desc["layer_norm_epsilon"])
         if desc["head"] == "map":
@@ -834,6 +1031,23 @@ def normalize_images(images_uint8, mean, std):
 PADDINGS = ("masked", "zeros")
 
 
+def layer_stats(layer, num_experts):
+    """The statistics row [E + 1] (int64) of one MoE layer result dict."""
+    E = num_experts
+    row = np.zeros(E + 1, dtype=np.int64)
+    if layer["routing"] == "expert_choice":
+        row += expertchoice.expert_choice_stats(
+            layer["slots"])["histogram"].numpy()
+    elif layer["routing"] == "soft":
+        row[:E] = layer["groups"] * layer["slots_in"].shape[2]
+    else:
+        s = ops.routing_stats(layer["ids"], layer["slots"], E,
+                              layer.get("valid"))
+        row[:E] = s["fill"].numpy()
+        row[E] = s["dropped"]
+    return row
+
+
 def evaluate(model, images_uint8, mean=None, std=None, batch=None,
              routing=None, score=None, capacity_ratio=None, padding="masked"):
     """Runs the model on uint8 images [N, C, H, W] in batches.
@@ -845,9 +1059,11 @@ def evaluate(model, images_uint8, mean=None, std=None, batch=None,
     they take part in it. mean/std default to the description's input
     normalization; routing/score/capacity_ratio to its moe settings.
     Returns (logits float32 [N, classes] of the real images, stats int32
-    [L, E + 1]: per MoE layer the kept choices per expert summed over all
-    groups of all batches, then the dropped choices; masked tokens count in
-    neither).
+    [L, E + 1]: per MoE layer, summed over all groups of all batches, for
+    token choice the kept choices per expert then the dropped choices
+    (masked tokens count in neither); for expert choice the histogram of
+    experts per token (entry j: tokens taken by j experts); for Soft MoE the
+    slots each expert processed, then 0).
     """
     if padding not in PADDINGS:
         raise ValueError(f"unknown padding {padding!r}")
@@ -874,10 +1090,7 @@ def evaluate(model, images_uint8, mean=None, std=None, batch=None,
                 valid_images=real if padding == "masked" else None)
             logits.append(out[:real].numpy())
             for row, layer in zip(stats, layers):
-                s = ops.routing_stats(layer["ids"], layer["slots"], E,
-                                      layer.get("valid"))
-                row[:E] += s["fill"].numpy()
-                row[E] += s["dropped"]
+                row += layer_stats(layer, E)
     model.train(was_training)
     if not logits:
         return (np.zeros((0, desc["classes"]), np.float32),

@@ -26,9 +26,12 @@ import torch
 
 import vmoe_ref
 
+from . import family_cases
+
 _DEFAULTS = dict(
     G=1, S=30, D=20, H=24, E=4, k=2, C=1.0,
-    routing="vanilla",         # or "bpr"
+    routing="vanilla",         # or "bpr"; "expert_choice", "soft": see
+                               # family_cases.py
     score="max",               # BPR priority: "max" or "sum_topk" (with k)
     capacity_rule="round",     # or "ceil"
     multiple_of=1,
@@ -38,6 +41,7 @@ _DEFAULTS = dict(
     runtime_ratio=None,        # runtime C passed to vmoe.capacity (f64 arg)
     static_b=False,            # buffers typed with a static B, not `?`
     pattern="random",          # or "ties", "one_expert"
+    P=None,                    # Soft MoE slots per expert (None: round(S/E))
 )
 
 # Two distinct gates of a token, or two BPR scores, closer than this
@@ -53,6 +57,9 @@ def _case(name, **params):
     # The seed depends on the name only: adding a case changes no inputs.
     case = dict(_DEFAULTS, name=name, seed=zlib.crc32(name.encode()),
                 **params)
+    if case["routing"] in family_cases.ROUTINGS:
+        family_cases.size(case)
+        return case
     if not 1 <= case["k"] <= case["E"]:
         raise ValueError(f"{name}: k must be in [1, E]")
     case["B"] = vmoe_ref.sized_capacity(case["k"], case["S"], case["C"],
@@ -159,7 +166,7 @@ def _matrix():
         _case("odd_sizes_bpr_max_k2", S=37, D=13, H=19, routing=bpr,
               C=1.05),                                         # B 19
     ]
-    return cases
+    return cases + family_cases.matrix(_case)
 
 
 CASES = _matrix()
@@ -233,9 +240,13 @@ def _robust(case, inputs):
 
 def make_inputs(case):
     """Deterministic inputs for `case`: dict of float32 numpy arrays."""
+    family = case["routing"] in family_cases.ROUTINGS
     for attempt in range(_MAX_ATTEMPTS):
-        inputs = _draw(case, np.random.default_rng([case["seed"], attempt]))
-        if _robust(case, inputs):
+        rng = np.random.default_rng([case["seed"], attempt])
+        inputs = family_cases.draw(case, rng, _draw) if family else \
+            _draw(case, rng)
+        if (family_cases.robust(case, inputs) if family
+                else _robust(case, inputs)):
             return inputs
     raise RuntimeError(f"{case['name']}: no robust inputs in "
                        f"{_MAX_ATTEMPTS} draws")
@@ -262,6 +273,8 @@ def reference(case, inputs):
     not robust and this raises), and `out` is the float64 result, so that
     the comparison measures the compiled code's error alone.
     """
+    if case["routing"] in family_cases.ROUTINGS:
+        return family_cases.reference(case, inputs)
     single = _run_reference(case, inputs, torch.float32)
     double = _run_reference(case, inputs, torch.float64)
     for key in ("ids", "slots"):
@@ -278,8 +291,17 @@ def reference(case, inputs):
 INPUT_NAMES = ("x", "router", "w1", "b1", "w2", "b2")
 
 
+def input_names(case):
+    """The input memrefs of `@moe_case`, in order."""
+    if case["routing"] in family_cases.ROUTINGS:
+        return family_cases.input_names(case)
+    return INPUT_NAMES
+
+
 def output_specs(case):
     """(name, shape, numpy dtype) of the destination memrefs, in order."""
+    if case["routing"] in family_cases.ROUTINGS:
+        return family_cases.output_specs(case)
     G, S, D, k = case["G"], case["S"], case["D"], case["k"]
     return [("ids", (G, S, k), np.int32), ("slots", (G, S, k), np.int32),
             ("out", (G, S, D), np.float32)]
@@ -311,6 +333,10 @@ def _capacity_attrs(case):
 
 def emit_mlir(case):
     """The function `@moe_case` computing `case`'s layer, as MLIR text."""
+    if case["routing"] in family_cases.ROUTINGS:
+        args, body = family_cases.emit_body(case, _dict_attr,
+                                            _capacity_attrs)
+        return _function(case, args, body)
     G, S, D, H, E, k = (case[n] for n in ("G", "S", "D", "H", "E", "k"))
     f32 = "xf32>"
     t_x, t_router = f"tensor<{G}x{S}x{D}{f32}", f"tensor<{D}x{E}{f32}"
@@ -380,7 +406,11 @@ def emit_mlir(case):
         body.append(f"bufferization.materialize_in_destination %{value} in "
                     f"restrict writable %{dest} : ({t_value}, {m_dest}) -> ()")
     body.append("return")
+    return _function(case, args, body)
 
+
+def _function(case, args, body):
+    """`@moe_case` with `args` and `body`, after a comment with the case."""
     params = ", ".join(f"{n}={case[n]}" for n in sorted(_DEFAULTS))
     params += f", seed={case['seed']}"
     sizes = f"B={case['B']}, runtime B={case['runtime_capacity']}"

@@ -24,6 +24,15 @@ margins on the test set (gate gaps, BPR score gaps).
 Writes to examples/digits/: digits.json, digits.safetensors,
 test/0000.png .. test/0359.png (8-bit grayscale) and test/labels.txt
 (`NNNN.png LABEL` per line).
+
+--family expert_choice and --family soft train the same backbone with the
+other MoE families of SPEC §8 (FAMILIES below) and write only the
+description and the weights (to examples/digits-expert-choice/ and
+examples/digits-soft/ by default; the test images are those of
+examples/digits/test). Expert choice trains at C = 2, whose expert compute
+equals V-MoE's at k = 2, C = 1 (E*B = 80 rows per group of 40 tokens);
+Soft MoE routes each image (5 tokens) to E*P slots, P = --slots (default
+1: 8 slots per image).
 """
 
 import argparse
@@ -107,6 +116,45 @@ DESCRIPTION = {
     },
 }
 
+# The other families (SPEC §8) on the same backbone: only the moe object
+# differs. Neither uses router noise or an auxiliary loss.
+EXPERT_CHOICE_MOE = {
+    "placement": "every-2",
+    "num_experts": 8,
+    "capacity_ratio": 2.0,
+    "capacity_rule": "round",
+    "multiple_of": 1,
+    "routing": "expert_choice",
+    "activation": "gelu_tanh",
+    "group_size": 8,
+}
+SOFT_MOE = {
+    "placement": "every-2",
+    "num_experts": 8,
+    "capacity_ratio": 1.0,
+    "routing": "soft",
+    "slots_per_expert": 1,
+    "activation": "gelu_tanh",
+    "group_size": 8,
+}
+FAMILIES = ("vmoe", "expert_choice", "soft")
+# Capacity ratio of the training forward passes, per family.
+TRAIN_C = {"vmoe": 1.05, "expert_choice": 2.0, "soft": 1.0}
+
+
+def description(family, slots=1):
+    """The description of the example of `family` (a new dict)."""
+    desc = copy.deepcopy(DESCRIPTION)
+    if family == "expert_choice":
+        desc["name"] = "digits-expert-choice"
+        desc["moe"] = dict(EXPERT_CHOICE_MOE)
+    elif family == "soft":
+        desc["name"] = "digits-soft" if slots == 1 else \
+            f"digits-soft-p{slots}"
+        desc["moe"] = dict(SOFT_MOE, slots_per_expert=slots)
+    return desc
+
+
 TEST_SIZE = 360
 SPLIT_SEED = 0
 AUX_LOSS_WEIGHT = 0.01  # per MoE layer, as in V-MoE
@@ -148,14 +196,18 @@ def format_json(value, indent=0):
             + " " * indent + "}")
 
 
-def export(net, x_test, y_test, out_dir):
-    """Writes the description, weights, test PNGs and labels."""
-    test_dir = os.path.join(out_dir, "test")
-    os.makedirs(test_dir, exist_ok=True)
+def export(net, x_test, y_test, out_dir, desc=DESCRIPTION, images=True):
+    """Writes the description, weights and (with `images`) the test PNGs
+    and labels."""
+    os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "digits.json"), "w") as f:
-        f.write(format_json(DESCRIPTION) + "\n")
+        f.write(format_json(desc) + "\n")
     vmodel.save_safetensors(os.path.join(out_dir, "digits.safetensors"),
                             net.export_tensors(), {"format": "pt"})
+    if not images:
+        return
+    test_dir = os.path.join(out_dir, "test")
+    os.makedirs(test_dir, exist_ok=True)
     lines = []
     for i, (image, label) in enumerate(zip(x_test, y_test)):
         name = f"{i:04d}.png"
@@ -166,7 +218,8 @@ def export(net, x_test, y_test, out_dir):
 
 
 def accuracy(net, images, labels, routing, capacity_ratio=1.05):
-    """Test accuracy with the given routing (score max)."""
+    """Test accuracy with the given routing (score max; None: the
+    description's)."""
     logits, _ = vmodel.evaluate(net, images, routing=routing, score="max",
                                 capacity_ratio=capacity_ratio)
     return float((logits.argmax(1) == labels).mean())
@@ -218,7 +271,8 @@ def routing_margins(net, images, capacity_ratio=1.05):
     return list(zip(gate_gap, bpr_gap))
 
 
-def train(net, x_train, y_train, x_test, y_test, epochs, batch, lr):
+def train(net, x_train, y_train, x_test, y_test, epochs, batch, lr,
+          family="vmoe"):
     """AdamW with linear warm-up and cosine decay; prints every 10 epochs.
 
     Batches are whole routing groups of shuffled training images; the
@@ -242,21 +296,25 @@ def train(net, x_train, y_train, x_test, y_test, epochs, batch, lr):
         losses = []
         for start in range(0, usable, batch):
             idx = perm[start:start + batch]
-            logits, layers = net(inputs[idx], routing="vanilla",
-                                 capacity_ratio=1.05)
+            logits, layers = net(
+                inputs[idx], routing="vanilla" if family == "vmoe" else None,
+                capacity_ratio=TRAIN_C[family])
             loss = torch.nn.functional.cross_entropy(
                 logits, targets[idx], label_smoothing=LABEL_SMOOTHING)
-            aux = sum(layer["aux_loss"] for layer in layers)
+            aux = sum(layer.get("aux_loss", torch.zeros(()))
+                      for layer in layers)
             opt.zero_grad()
             (loss + AUX_LOSS_WEIGHT * aux).backward()
             opt.step()
             sched.step()
             losses.append(float(loss))
         if (epoch + 1) % 10 == 0 or epoch + 1 == epochs:
-            acc = accuracy(net, x_test, y_test, "vanilla")
+            routing = "vanilla" if family == "vmoe" else None
+            acc = accuracy(net, x_test, y_test, routing, TRAIN_C[family])
             print(f"epoch {epoch + 1:3d}  loss {np.mean(losses):.4f}  "
-                  f"aux (last step) {float(aux):.4f}  test acc (vanilla, "
-                  f"C=1.05) {acc:.4f}", flush=True)
+                  f"aux (last step) {float(aux):.4f}  test acc "
+                  f"({routing or family}, C={TRAIN_C[family]}) {acc:.4f}",
+                  flush=True)
 
 
 def main():
@@ -266,9 +324,17 @@ def main():
                         help="images per step (a multiple of 8)")
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=os.path.join(REPO, "examples",
-                                                      "digits"))
+    parser.add_argument("--family", choices=FAMILIES, default="vmoe",
+                        help="V-MoE (default), expert_choice or soft")
+    parser.add_argument("--slots", type=int, default=1,
+                        help="Soft MoE slots per expert P")
+    parser.add_argument("--out", help="output folder (default: "
+                        "examples/digits, examples/digits-expert-choice, "
+                        "examples/digits-soft)")
     args = parser.parse_args()
+    if args.family != "vmoe":
+        return main_family(args)
+    args.out = args.out or os.path.join(REPO, "examples", "digits")
 
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
@@ -298,6 +364,42 @@ def main():
               f"smallest BPR score gap {bpr_gap:.3g} (test set, C=1.05)")
     export(net, x_test, y_test, args.out)
     print(f"wrote {args.out}")
+
+
+def main_family(args):
+    """Trains and exports the example of expert choice or Soft MoE."""
+    if args.slots < 1:
+        raise SystemExit("--slots must be >= 1")
+    default = {"expert_choice": "digits-expert-choice",
+               "soft": "digits-soft" if args.slots == 1
+               else f"digits-soft-p{args.slots}"}[args.family]
+    out = args.out or os.path.join(REPO, "examples", default)
+    torch.manual_seed(args.seed)
+    np.random.seed(args.seed)
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    x_train, y_train, x_test, y_test = split(*digits_uint8())
+    desc = description(args.family, args.slots)
+    net = vmodel.VMoE(desc)
+    start, cpu = time.time(), time.process_time()
+    train(net, x_train, y_train, x_test, y_test, args.epochs, args.batch,
+          args.lr, args.family)
+    print(f"training time {time.time() - start:.1f} s "
+          f"({time.process_time() - cpu:.1f} s CPU)")
+    net.eval()
+    if args.family == "expert_choice":
+        for C in (0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0):
+            print(f"test accuracy at C={C:g} (PyTorch): "
+                  f"{accuracy(net, x_test, y_test, None, C):.4f}")
+    else:
+        print(f"test accuracy (PyTorch): "
+              f"{accuracy(net, x_test, y_test, None, 1.0):.4f}")
+    zeroed = accuracy(without_moe(net), x_test, y_test, None,
+                      TRAIN_C[args.family])
+    print(f"test accuracy with the MoE outputs zeroed: {zeroed:.4f}")
+    export(net, x_test, y_test, out, desc, images=False)
+    print(f"wrote {out}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -98,7 +98,9 @@ cl::opt<std::string> runtimeDir(
     cl::cat(category));
 
 // MoE settings that may be overridden at compile time.
-cl::opt<std::string> routing("routing", cl::desc("vanilla or bpr"),
+cl::opt<std::string> routing("routing",
+                             cl::desc("vanilla, bpr, expert_choice or soft "
+                                      "(the moe object's routing)"),
                              cl::cat(category));
 cl::opt<std::string> score("score", cl::desc("BPR score: max or sum_topk"),
                            cl::cat(category));
@@ -142,7 +144,8 @@ static llvm::Error applyOverrides(frontend::ModelDescription &model) {
     return llvm::Error::success();
   };
   frontend::MoESettings &moe = model.moe;
-  if (llvm::Error e = choose(routing, moe.routing, {"vanilla", "bpr"}))
+  if (llvm::Error e = choose(routing, moe.routing,
+                             {"vanilla", "bpr", "expert_choice", "soft"}))
     return e;
   if (llvm::Error e = choose(score, moe.score, {"max", "sum_topk"}))
     return e;

@@ -18,12 +18,23 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace mlir::vmoe::frontend {
 
-/// The MoE settings of a description (`moe` object).
+/// An entry of `moe.overrides`: the MoE blocks it lists use its fields
+/// instead of those of the `moe` object (absent fields are inherited).
+struct MoEOverride {
+  llvm::SmallVector<int64_t> blocks;
+  std::optional<std::string> routing, score, order, capacityRule, activation;
+  std::optional<int64_t> k, multipleOf, slotsPerExpert, softGroupSize;
+  std::optional<bool> normalize;
+};
+
+/// The MoE settings of a description (`moe` object), or of one MoE layer
+/// (ModelDescription::layerSettings).
 struct MoESettings {
   /// "every-2", "every-n", "last-n" or "layers" (docs/ModelFormat.md §1).
   std::string placement = "every-2";
@@ -31,7 +42,7 @@ struct MoESettings {
   int64_t every = 0;           ///< With "every-n" only.
   std::vector<int64_t> layers; ///< With "layers" only: sorted, distinct.
   int64_t numExperts = 0;
-  int64_t k = 0;
+  int64_t k = 0; ///< Token choice only; 0 when absent.
   /// Hidden width of the experts; 0 = the model's mlp_dim.
   int64_t mlpDim = 0;
   double capacityRatio = 1.05;
@@ -40,7 +51,8 @@ struct MoESettings {
   int64_t capacity = 0;
   std::string capacityRule = "round"; ///< "round" or "ceil".
   int64_t multipleOf = 1;
-  std::string routing = "vanilla"; ///< "vanilla" or "bpr".
+  /// "vanilla" or "bpr" (token choice), "expert_choice" or "soft".
+  std::string routing = "vanilla";
   std::string score = "max";       ///< "max" or "sum_topk".
   std::string order = "softmax_topk";
   bool normalize = false;
@@ -49,6 +61,19 @@ struct MoESettings {
   /// Tokens per routing group when it is not a whole number of images
   /// (V-MoE's `group_size`); 0 = groupSize images.
   int64_t groupTokens = 0;
+  /// Soft MoE: slots per expert P (0: round(S/E) of a Soft MoE group).
+  int64_t slotsPerExpert = 0;
+  /// Soft MoE: images per Soft MoE group (divides groupSize).
+  int64_t softGroupSize = 1;
+  /// Per-block overrides (`moe.overrides`), in description order.
+  std::vector<MoEOverride> overrides;
+
+  /// Token choice routing (vanilla or BPR): k choices per token.
+  bool isTokenChoice() const {
+    return routing == "vanilla" || routing == "bpr";
+  }
+  /// The k of the capacity rule: k for token choice, 1 for expert choice.
+  int64_t capacityChoices() const { return isTokenChoice() ? k : 1; }
 };
 
 /// A V-MoE ViT (docs/ModelFormat.md §1).
@@ -102,6 +127,14 @@ struct ModelDescription {
   llvm::SmallVector<int64_t> moeBlocks() const;
   /// True when block `i` holds a MoE layer.
   bool isMoEBlock(int64_t i) const;
+  /// The settings of the MoE layer of block `block`: those of `moe`, with
+  /// the fields of its `moe.overrides` entry, if any (overrides cleared).
+  MoESettings layerSettings(int64_t block) const;
+  /// Tokens per group of a MoE layer: one Soft MoE group, else S.
+  int64_t layerTokensPerGroup(const MoESettings &layer) const;
+  /// Soft MoE slots per expert P of a layer: its slots_per_expert, else
+  /// round(S/E) over one Soft MoE group (0 when that rounds to 0).
+  int64_t layerSlotsPerExpert(const MoESettings &layer) const;
 };
 
 /// Parses and validates a description; errors read `field: problem`.

@@ -83,6 +83,13 @@ VMOE_RUNTIME_API int64_t vmoe_model_num_experts(const vmoe_model *model);
 VMOE_RUNTIME_API int64_t vmoe_model_moe_block(const vmoe_model *model,
                                               int64_t layer);
 
+/// The routing of MoE layer `layer`: "vanilla", "bpr", "expert_choice" or
+/// "soft" (its statistics row: kept choices per expert and dropped choices;
+/// the histogram of experts per token; slots per expert and 0); NULL when
+/// out of range.
+VMOE_RUNTIME_API const char *vmoe_model_moe_routing(const vmoe_model *model,
+                                                    int64_t layer);
+
 /// Number of int32 routing statistics vmoe_model_forward() writes:
 /// L * (E + 1). 0 for NULL.
 VMOE_RUNTIME_API int64_t vmoe_model_stats_size(const vmoe_model *model);

@@ -8,7 +8,9 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <limits>
 
@@ -130,4 +132,100 @@ ValueRange lowering::buildTopK(OpBuilder &b, Location loc, Value key,
         return next;
       });
   return results.drop_front(2);
+}
+
+std::optional<int64_t> lowering::staticDim(Type type, int64_t i) {
+  int64_t size = cast<ShapedType>(type).getDimSize(i);
+  if (ShapedType::isDynamic(size))
+    return std::nullopt;
+  return size;
+}
+
+void lowering::setPlainOutput(GemmAccessors &access, Value c,
+                              ValueRange prefix, VectorType vectorType) {
+  SmallVector<Value> base(prefix);
+  auto at = [base](Value row, Value n) {
+    SmallVector<Value> indices(base);
+    indices.push_back(row);
+    indices.push_back(n);
+    return indices;
+  };
+  access.initC = [vectorType](OpBuilder &b, Location loc, Value, Value,
+                              Value) {
+    return floatConst(b, loc, vectorType, 0);
+  };
+  access.loadPartial = [c, at, vectorType](OpBuilder &b, Location loc,
+                                           Value row, Value n, Value mask) {
+    return loadVector(b, loc, vectorType, c, at(row, n), mask);
+  };
+  access.storePartial = [c, at](OpBuilder &b, Location loc, Value row,
+                                Value n, Value acc, Value mask) {
+    storeVector(b, loc, acc, c, at(row, n), mask);
+  };
+  access.storeC = access.storePartial;
+}
+
+void lowering::emitExpertMLP(OpBuilder &b, Location loc,
+                             const MicrokernelShape &shape,
+                             const ExpertMLPWeights &weights, Value ex,
+                             Value rows, Value maxRows, Value d, Value h,
+                             std::optional<int64_t> staticD,
+                             std::optional<int64_t> staticH, RowLoadFn loadA,
+                             Value out, RowIndicesFn outIndices) {
+  auto vectorType = VectorType::get({shape.lanes}, b.getF32Type());
+  // GEMM 1: hidden[r] = act(A[r] . w1[e] + b1[e]); hidden also holds the
+  // partial sums between blocks of k.
+  auto hiddenType = MemRefType::get(
+      {ShapedType::kDynamic, staticH ? *staticH : ShapedType::kDynamic},
+      b.getF32Type());
+  SmallVector<Value> hiddenSizes = {maxRows};
+  if (hiddenType.isDynamicDim(1))
+    hiddenSizes.push_back(h);
+  Value hidden = memref::AllocOp::create(b, loc, hiddenType, hiddenSizes,
+                                         b.getI64IntegerAttr(64));
+  GemmAccessors up;
+  setPlainOutput(up, hidden, {}, vectorType);
+  up.loadA = loadA;
+  up.loadB = [&](OpBuilder &b, Location loc, Value kk, Value n, Value mask) {
+    return loadVector(b, loc, vectorType, weights.w1, {ex, kk, n}, mask);
+  };
+  up.storeC = [&](OpBuilder &b, Location loc, Value row, Value n, Value acc,
+                  Value mask) {
+    Value bias = loadVector(b, loc, vectorType, weights.b1, {ex, n}, mask);
+    Value v = arith::AddFOp::create(b, loc, acc, bias);
+    storeVector(b, loc, buildActivation(b, loc, weights.activation, v),
+                hidden, {row, n}, mask);
+  };
+  emitGemm(b, loc, rows, h, d, staticH, shape, up,
+           allocatePackedScratch(b, loc, h, d, shape),
+           /*parallelPanels=*/false);
+
+  // GEMM 2: out[r] = hidden[r] . w2[e] + b2[e], partial sums in place.
+  GemmAccessors down;
+  down.loadA = [&](OpBuilder &b, Location loc, Value row, Value kk) {
+    return Value(memref::LoadOp::create(b, loc, hidden, ValueRange{row, kk}));
+  };
+  down.loadB = [&](OpBuilder &b, Location loc, Value kk, Value n,
+                   Value mask) {
+    return loadVector(b, loc, vectorType, weights.w2, {ex, kk, n}, mask);
+  };
+  down.initC = up.initC;
+  down.loadPartial = [&](OpBuilder &b, Location loc, Value row, Value n,
+                         Value mask) {
+    return loadVector(b, loc, vectorType, out, outIndices(b, loc, row, n),
+                      mask);
+  };
+  down.storePartial = [&](OpBuilder &b, Location loc, Value row, Value n,
+                          Value acc, Value mask) {
+    storeVector(b, loc, acc, out, outIndices(b, loc, row, n), mask);
+  };
+  down.storeC = [&](OpBuilder &b, Location loc, Value row, Value n,
+                    Value acc, Value mask) {
+    Value bias = loadVector(b, loc, vectorType, weights.b2, {ex, n}, mask);
+    storeVector(b, loc, arith::AddFOp::create(b, loc, acc, bias), out,
+                outIndices(b, loc, row, n), mask);
+  };
+  emitGemm(b, loc, rows, d, h, staticD, shape, down,
+           allocatePackedScratch(b, loc, d, h, shape),
+           /*parallelPanels=*/false);
 }

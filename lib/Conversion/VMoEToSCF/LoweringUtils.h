@@ -14,6 +14,7 @@
 #ifndef LIB_CONVERSION_VMOETOSCF_LOWERINGUTILS_H
 #define LIB_CONVERSION_VMOETOSCF_LOWERINGUTILS_H
 
+#include "vmoe/Codegen/Microkernel.h"
 #include "vmoe/Dialect/VMoE/IR/VMoE.h"
 #include "vmoe/Utils/TensorBuilders.h"
 
@@ -76,6 +77,41 @@ using TopKChoiceFn = function_ref<SmallVector<Value>(
 ValueRange buildTopK(OpBuilder &b, Location loc, Value key,
                      ValueRange prefix, Value n, Value k, ValueRange init,
                      TopKChoiceFn onChoice);
+
+/// Dim `i` of the shaped `type`, or std::nullopt when dynamic.
+std::optional<int64_t> staticDim(Type type, int64_t i);
+
+/// Makes `access` keep C in the row-major buffer `c`: element (row, n) at
+/// c[prefix..., row, n], zero-initialized, partial sums and final values
+/// stored there. loadA and loadB are left to the caller.
+void setPlainOutput(GemmAccessors &access, Value c, ValueRange prefix,
+                    VectorType vectorType);
+
+/// The weight buffers of expert MLPs: w1 [E, D, H], b1 [E, H],
+/// w2 [E, H, D], b2 [E, D], and their activation.
+struct ExpertMLPWeights {
+  Value w1, b1, w2, b2;
+  Activation activation;
+};
+
+/// Reads A[row, k] of a GEMM, a scalar.
+using RowLoadFn = std::function<Value(OpBuilder &, Location, Value, Value)>;
+/// The indices of element (row, n) of a GEMM output.
+using RowIndicesFn = std::function<SmallVector<Value>(OpBuilder &, Location,
+                                                      Value, Value)>;
+
+/// The MLP of expert `ex` on `rows` rows (at most `maxRows`) as two
+/// microkernel GEMMs: hidden = act(A . w1[ex] + b1[ex]) in a [maxRows, H]
+/// scratch, then out = hidden . w2[ex] + b2[ex] with output row `row` at
+/// `outIndices(row, n)` of `out` (which also holds the partial sums). Row
+/// `row` of A is read through `loadA`. `staticD`, `staticH`: the widths
+/// when known.
+void emitExpertMLP(OpBuilder &b, Location loc, const MicrokernelShape &shape,
+                   const ExpertMLPWeights &weights, Value ex, Value rows,
+                   Value maxRows, Value d, Value h,
+                   std::optional<int64_t> staticD,
+                   std::optional<int64_t> staticH, RowLoadFn loadA, Value out,
+                   RowIndicesFn outIndices);
 
 } // namespace mlir::vmoe::lowering
 

@@ -36,6 +36,15 @@ void populateFusedRouteLoweringPatterns(RewritePatternSet &patterns);
 void populateFusedExpertsLoweringPatterns(RewritePatternSet &patterns,
                                           const MicrokernelShape &shape);
 
+/// expert_choice and expert_choice_experts (SPEC §8), with the microkernel
+/// register tile `shape`.
+void populateExpertChoiceLoweringPatterns(RewritePatternSet &patterns,
+                                          const MicrokernelShape &shape);
+
+/// soft_moe (SPEC §8), with the microkernel register tile `shape`.
+void populateSoftMoELoweringPatterns(RewritePatternSet &patterns,
+                                     const MicrokernelShape &shape);
+
 /// The capacity rule in IR: rule(k * tokens * ratio / numExperts) in double
 /// precision, NaN or <= 0 -> 0, raised to a multiple of `multipleOf`; an
 /// index value. `ratio` is an f64 value.

@@ -35,6 +35,8 @@ void mlir::vmoe::populateVMoEToSCFConversionPatterns(
   lowering::populateExpertLoweringPatterns(patterns);
   lowering::populateFusedRouteLoweringPatterns(patterns);
   lowering::populateFusedExpertsLoweringPatterns(patterns, shape);
+  lowering::populateExpertChoiceLoweringPatterns(patterns, shape);
+  lowering::populateSoftMoELoweringPatterns(patterns, shape);
 }
 
 namespace mlir::vmoe {

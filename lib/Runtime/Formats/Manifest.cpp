@@ -165,6 +165,10 @@ static void readChannelValues(ObjectReader &reader, StringRef key,
   }
 }
 
+/// The routings a MoE layer may have.
+static constexpr StringRef kLayerRoutings[] = {"vanilla", "bpr",
+                                               "expert_choice", "soft"};
+
 /// Reads one entry of "moe_layers".
 static std::optional<MoELayerInfo>
 readMoELayer(const json::Value &value, std::string path, std::string &error) {
@@ -192,6 +196,19 @@ readMoELayer(const json::Value &value, std::string path, std::string &error) {
     reader.fail("capacity", "must equal max_capacity (" + Twine(*maxCapacity) +
                                 "), got " + Twine(*fixed));
     return std::nullopt;
+  }
+  // "routing" is optional (manifests before expert choice and Soft MoE).
+  if (object->get("routing")) {
+    std::optional<StringRef> routing = reader.getString("routing");
+    if (!routing)
+      return std::nullopt;
+    if (!llvm::is_contained(kLayerRoutings, *routing)) {
+      reader.fail("routing", "must be \"vanilla\", \"bpr\", "
+                             "\"expert_choice\" or \"soft\", got \"" +
+                                 *routing + "\"");
+      return std::nullopt;
+    }
+    layer.routing = routing->str();
   }
   if (*k > *numExperts) {
     reader.fail("k", "must be <= num_experts (" + Twine(*numExperts) +

@@ -51,11 +51,18 @@ struct MoELayerInfo {
   /// Rounding of k*S*C/E and the multiple B is raised to.
   CapacityRounding rule = CapacityRounding::Round;
   int64_t multipleOf = 1;
-  /// Slots per expert the compiled buffers hold (B at max_capacity_ratio).
+  /// Slots per expert the compiled buffers hold (B at max_capacity_ratio;
+  /// the slots per expert P for Soft MoE).
   int64_t maxCapacity = 0;
   /// A fixed B that ignores the capacity ratio (the description's
   /// moe.capacity); 0 when B follows the ratio.
   int64_t fixedCapacity = 0;
+  /// "vanilla" or "bpr" (token choice, k choices per token),
+  /// "expert_choice" (k = 1 in the capacity rule) or "soft" (no capacity).
+  std::string routing = "vanilla";
+
+  /// Whether the runtime capacity ratio sizes this layer.
+  bool hasCapacity() const { return routing != "soft" && !fixedCapacity; }
 };
 
 /// A parsed and checked manifest.

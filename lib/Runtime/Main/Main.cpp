@@ -257,6 +257,30 @@ static void printRoutingStats(const vmoe_model *model,
   for (int64_t layer = 0; layer < vmoe_model_num_moe_layers(model); ++layer) {
     llvm::ArrayRef<int32_t> row =
         stats.slice(layer * (experts + 1), experts + 1);
+    StringRef routing = vmoe_model_moe_routing(model, layer);
+    int64_t block = vmoe_model_moe_block(model, layer);
+    if (routing == "expert_choice") {
+      // row[j]: tokens taken by exactly j experts.
+      int64_t tokens = 0;
+      for (int32_t value : row)
+        tokens += value;
+      llvm::outs() << "stats: MoE block " << block
+                   << " (expert choice): experts per token [";
+      llvm::interleave(row, llvm::outs(), ", ");
+      llvm::outs() << "], taken by no expert " << row.front() << "/" << tokens
+                   << " = "
+                   << llvm::format("%.2f",
+                                   tokens ? 100.0 * row.front() / tokens : 0.0)
+                   << "%\n";
+      continue;
+    }
+    if (routing == "soft") {
+      llvm::outs() << "stats: MoE block " << block
+                   << " (soft): slots per expert [";
+      llvm::interleave(row.drop_back(), llvm::outs(), ", ");
+      llvm::outs() << "], nothing dropped\n";
+      continue;
+    }
     int64_t kept = 0;
     for (int32_t value : row.drop_back())
       kept += value;

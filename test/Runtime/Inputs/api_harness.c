@@ -110,6 +110,13 @@ int main(int argc, char **argv) {
   printf("moe_block -1: %lld, moe_block 1: %lld\n",
          (long long)vmoe_model_moe_block(model, -1),
          (long long)vmoe_model_moe_block(model, 1));
+  /* A manifest without per-layer "routing" is token choice, "vanilla". */
+  const char *routing0 = vmoe_model_moe_routing(model, 0);
+  const char *routing1 = vmoe_model_moe_routing(model, 1);
+  const char *routingNull = vmoe_model_moe_routing(NULL, 0);
+  printf("moe_routing 0: %s, moe_routing 1: %s, NULL model: %s\n",
+         routing0 ? routing0 : "NULL", routing1 ? routing1 : "NULL",
+         routingNull ? routingNull : "NULL");
 
   /* Capacity ratios. */
   const double ratios[] = {1.0, 0.2, 0.0, -2.0, 2.5, INFINITY, NAN};

@@ -131,6 +131,16 @@ static const char manifest[] =
     "\"moe_layers\": [{\"block\": 1, \"num_experts\": 2, \"k\": 3, "
     "\"tokens_per_group\": 4, \"capacity_rule\": \"round\", "
     "\"multiple_of\": 1, \"max_capacity\": 4}], " MANIFEST_TENSORS "}";
+#elif FAKE_BAD_MANIFEST == 6
+/* A MoE layer routing the runtime does not know. */
+static const char manifest[] =
+    "{\"format\": \"vmoe-compiled-model\", \"version\": 1, "
+    "\"name\": \"fake-model\", \"batch_images\": 2, " MANIFEST_IMAGE
+    "\"capacity_ratio\": 1.0, \"max_capacity_ratio\": 2.0, "
+    "\"moe_layers\": [{\"block\": 1, \"routing\": \"hash\", "
+    "\"num_experts\": 2, \"k\": 1, \"tokens_per_group\": 4, "
+    "\"capacity_rule\": \"round\", \"multiple_of\": 1, "
+    "\"max_capacity\": 4}], " MANIFEST_TENSORS "}";
 #endif
 
 const char *vmoe_model_manifest(void) { return manifest; }

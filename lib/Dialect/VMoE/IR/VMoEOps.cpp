@@ -494,5 +494,120 @@ LogicalResult FusedRouteOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Other MoE families (SPEC §8): expert choice routing and Soft MoE.
+//===----------------------------------------------------------------------===//
+
+/// Checks the expert MLP weights w1 `E x D x H`, b1 `E x H`, w2 `E x H x D`,
+/// b2 `E x D` against the E and D of the caller.
+static LogicalResult verifyExpertWeights(Operation *op, Value w1, Value b1,
+                                         Value w2, Value b2, int64_t e,
+                                         int64_t d) {
+  if (failed(verifyRank(op, "w1", w1, 3, "E x D x H")))
+    return failure();
+  int64_t h = dimOf(w1, 2);
+  if (failed(verifyShape(op, "w1", w1, {e, d, h}, "E x D x H")) ||
+      failed(verifyShape(op, "b1", b1, {e, h}, "E x H")) ||
+      failed(verifyShape(op, "w2", w2, {e, h, d}, "E x H x D")) ||
+      failed(verifyShape(op, "b2", b2, {e, d}, "E x D")))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ExpertChoiceOp
+//===----------------------------------------------------------------------===//
+
+void ExpertChoiceOp::build(OpBuilder &builder, OperationState &state, Value x,
+                           Value router, int64_t capacity,
+                           Value runtimeCapacity) {
+  auto xType = cast<RankedTensorType>(x.getType());
+  int64_t g = xType.getDimSize(0), s = xType.getDimSize(1);
+  int64_t e = cast<RankedTensorType>(router.getType()).getDimSize(1);
+  Type i32 = builder.getI32Type();
+  build(builder, state,
+        RankedTensorType::get({g, s, e}, xType.getElementType()),
+        RankedTensorType::get({e, g, capacity}, i32),
+        RankedTensorType::get({g, s, e}, i32), x, router, runtimeCapacity);
+}
+
+LogicalResult ExpertChoiceOp::verify() {
+  Operation *op = getOperation();
+  // expert_choice-C1.
+  if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")) ||
+      failed(verifyRank(op, "router", getRouter(), 2, "D x E")))
+    return failure();
+  int64_t g = dimOf(getX(), 0), s = dimOf(getX(), 1), d = dimOf(getX(), 2);
+  int64_t e = dimOf(getRouter(), 1);
+  if (!dimsCompatible(dimOf(getRouter(), 0), d))
+    return emitOpError() << "'router' dim 0 (" << dimOf(getRouter(), 0)
+                         << ") must equal the model width D of 'x' (" << d
+                         << ")";
+  // expert_choice-C2.
+  if (failed(verifyShape(op, "gates", getGates(), {g, s, e}, "G x S x E")))
+    return failure();
+  // expert_choice-C3.
+  if (failed(verifyShape(op, "token_ids", getTokenIds(),
+                         {e, g, ShapedType::kDynamic}, "E x G x B")))
+    return failure();
+  int64_t tableE = dimOf(getTokenIds(), 0), b = dimOf(getTokenIds(), 2);
+  if (ShapedType::isDynamic(tableE) || ShapedType::isDynamic(b) || b < 1)
+    return emitOpError() << "'token_ids' must have a static E and B >= 1, "
+                            "got "
+                         << formatShape(
+                                cast<ShapedType>(getTokenIds().getType())
+                                    .getShape());
+  // expert_choice-C4.
+  return verifyShape(op, "slots", getSlots(), {g, s, tableE}, "G x S x E");
+}
+
+//===----------------------------------------------------------------------===//
+// ExpertChoiceExpertsOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ExpertChoiceExpertsOp::verify() {
+  Operation *op = getOperation();
+  // expert_choice_experts-C1.
+  if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")))
+    return failure();
+  int64_t g = dimOf(getX(), 0), s = dimOf(getX(), 1), d = dimOf(getX(), 2);
+  // expert_choice_experts-C2.
+  if (failed(verifyShape(op, "token_ids", getTokenIds(),
+                         {ShapedType::kDynamic, g, ShapedType::kDynamic},
+                         "E x G x B")))
+    return failure();
+  int64_t e = dimOf(getTokenIds(), 0);
+  if (ShapedType::isDynamic(e))
+    return emitOpError("'token_ids' dim 0 (E) must be static");
+  // expert_choice_experts-C3.
+  if (failed(verifyShape(op, "gates", getGates(), {g, s, e}, "G x S x E")) ||
+      failed(verifyShape(op, "slots", getSlots(), {g, s, e}, "G x S x E")))
+    return failure();
+  // expert_choice_experts-C4.
+  return verifyExpertWeights(op, getW1(), getB1(), getW2(), getB2(), e, d);
+}
+
+//===----------------------------------------------------------------------===//
+// SoftMoEOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftMoEOp::verify() {
+  Operation *op = getOperation();
+  // soft_moe-C1.
+  if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")))
+    return failure();
+  int64_t d = dimOf(getX(), 2);
+  // soft_moe-C2.
+  if (failed(verifyRank(op, "phi", getPhi(), 3, "D x E x P")))
+    return failure();
+  if (!dimsCompatible(dimOf(getPhi(), 0), d))
+    return emitOpError() << "'phi' dim 0 (" << dimOf(getPhi(), 0)
+                         << ") must equal the model width D of 'x' (" << d
+                         << ")";
+  // soft_moe-C4 (soft_moe-C3 is the type constraint of 'scale').
+  return verifyExpertWeights(op, getW1(), getB1(), getW2(), getB2(),
+                             dimOf(getPhi(), 1), d);
+}
+
 #define GET_OP_CLASSES
 #include "vmoe/Dialect/VMoE/IR/VMoEOps.cpp.inc"

@@ -496,4 +496,183 @@ def VMoE_FusedRouteOp : VMoE_Op<"fused_route", [Pure,
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Other MoE families (SPEC §8): expert choice routing and Soft MoE.
+//===----------------------------------------------------------------------===//
+
+//===----------------------------------------------------------------------===//
+// ExpertChoiceOp
+//===----------------------------------------------------------------------===//
+
+def VMoE_ExpertChoiceOp : VMoE_Op<"expert_choice", [Pure,
+    AllElementTypesMatch<["x", "router", "gates"]>]> {
+  let summary = "Expert choice routing: each expert takes its top-B tokens";
+  let description = [{
+    `gates = softmax(x . router)` over the E experts of every token, exactly
+    as `vmoe.route` computes them. Then, per group g and expert e
+    independently, the expert takes the `b` tokens with the largest
+    `gates[g, :, e]`, in descending order (equal gates: the lower token
+    index first; NaN gates are never taken), where
+    `b = min(B, S, capacity operand)` and B is dim 2 of `token_ids`
+    (`E x G x B`, sized as `rule(S * C / E)` by the caller: SPEC §8, the
+    capacity rule of §4 without k; `vmoe.capacity` with `k = 1` gives it at
+    run time). A token may be taken by several experts or by none.
+
+    Results: `gates`; `token_ids[e, g, s]`, the token in slot s of expert e
+    (-1 for `s >= b`); `slots[g, t, e]`, the slot of token t at expert e
+    (-1 when e did not take t). `vmoe.expert_choice_experts` consumes them.
+
+    Rules: expert_choice-C1 (x `G x S x D`, router `D x E`),
+    expert_choice-C2 (gates `G x S x E`), expert_choice-C3 (token_ids
+    `E x G x B` with static E and B >= 1), expert_choice-C4 (slots
+    `G x S x E`), expert_choice-C5 (one float element type for x, router,
+    gates).
+
+    ```mlir
+    %gates, %tokens, %slots = vmoe.expert_choice %x, %router capacity(%b)
+        : tensor<2x400x512xf32>, tensor<512x32xf32>
+        -> tensor<2x400x32xf32>, tensor<32x2x25xi32>, tensor<2x400x32xi32>
+    ```
+  }];
+  let arguments = (ins
+    VMoE_FloatTensor:$x,
+    VMoE_FloatTensor:$router,
+    Optional<Index>:$runtime_capacity
+  );
+  let results = (outs
+    VMoE_FloatTensor:$gates,
+    VMoE_I32Tensor:$token_ids,
+    VMoE_I32Tensor:$slots
+  );
+  let assemblyFormat = [{
+    $x `,` $router (`capacity` `(` $runtime_capacity^ `)`)? attr-dict
+    `:` type($x) `,` type($router)
+    `->` type($gates) `,` type($token_ids) `,` type($slots)
+  }];
+  let builders = [
+    OpBuilder<(ins "Value":$x, "Value":$router, "int64_t":$capacity,
+                   CArg<"Value", "Value()">:$runtime_capacity)>
+  ];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// ExpertChoiceExpertsOp
+//===----------------------------------------------------------------------===//
+
+def VMoE_ExpertChoiceExpertsOp : VMoE_Op<"expert_choice_experts", [Pure,
+    AllTypesMatch<["x", "output"]>,
+    AllElementTypesMatch<["x", "gates", "w1", "b1", "w2", "b2"]>]> {
+  let summary = "Expert MLPs on the tokens each expert took, gate-weighted sum";
+  let description = [{
+    The compute half of expert choice routing: for every expert e, group g
+    and filled slot s (`token_ids[e, g, s] = t >= 0`), the expert MLP
+    `y_e(x[g, t]) = act(x[g, t] . w1[e] + b1[e]) . w2[e] + b2[e]` runs on
+    that token only (unfilled slots cost nothing). Then
+
+    `output[g, t] = sum over e ascending with slots[g, t, e] >= 0 of
+    gates[g, t, e] * y_e(x[g, t])`,
+
+    a product per expert, added from expert 0 up; a token taken by no expert
+    gets 0 (the block's residual carries it). `token_ids` and `slots` must
+    describe the same assignment, as `vmoe.expert_choice` returns them.
+
+    Rules: expert_choice_experts-C1 (x `G x S x D`; output has its type),
+    expert_choice_experts-C2 (token_ids `E x G x B` with static E),
+    expert_choice_experts-C3 (gates and slots `G x S x E`),
+    expert_choice_experts-C4 (w1 `E x D x H`, b1 `E x H`, w2 `E x H x D`,
+    b2 `E x D`), expert_choice_experts-C5 (one float element type).
+
+    ```mlir
+    %out = vmoe.expert_choice_experts %x, %gates, %tokens, %slots,
+                                      %w1, %b1, %w2, %b2
+        {activation = #vmoe.activation<gelu_tanh>}
+        : tensor<2x400x512xf32>, tensor<2x400x32xf32>, tensor<32x2x25xi32>,
+          tensor<2x400x32xi32>, tensor<32x512x2048xf32>, tensor<32x2048xf32>,
+          tensor<32x2048x512xf32>, tensor<32x512xf32>
+    ```
+  }];
+  let arguments = (ins
+    VMoE_FloatTensor:$x,
+    VMoE_FloatTensor:$gates,
+    VMoE_I32Tensor:$token_ids,
+    VMoE_I32Tensor:$slots,
+    VMoE_FloatTensor:$w1,
+    VMoE_FloatTensor:$b1,
+    VMoE_FloatTensor:$w2,
+    VMoE_FloatTensor:$b2,
+    DefaultValuedAttr<VMoE_ActivationAttr, "Activation::gelu_tanh">:$activation
+  );
+  let results = (outs VMoE_FloatTensor:$output);
+  let assemblyFormat = [{
+    $x `,` $gates `,` $token_ids `,` $slots `,` $w1 `,` $b1 `,` $w2 `,` $b2
+    attr-dict `:` type($x) `,` type($gates) `,` type($token_ids) `,`
+    type($slots) `,` type($w1) `,` type($b1) `,` type($w2) `,` type($b2)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// SoftMoEOp
+//===----------------------------------------------------------------------===//
+
+def VMoE_SoftMoEOp : VMoE_Op<"soft_moe", [Pure,
+    AllTypesMatch<["x", "output"]>,
+    AllElementTypesMatch<["x", "phi", "scale", "w1", "b1", "w2", "b2"]>]> {
+  let summary = "Soft MoE: experts on soft slots, soft-combined back";
+  let description = [{
+    Soft MoE (Puigcerver et al. 2023; SPEC §8) for every group g of S
+    tokens, with E experts of P slots each (`phi` is `D x E x P`):
+
+    * `xn[g, m] = x[g, m] / sqrt(sum_d x[g, m, d]^2 + 1e-6)`,
+      `phin[:, e, p] = phi[:, e, p] / sqrt(sum_d phi[d, e, p]^2 + 1e-6)`
+      (each as a multiplication by the reciprocal square root); `scale`
+      multiplies `xn` when it has fewer elements than `phin`
+      (`G * S * D < D * E * P`), else `phin`;
+    * `logits[g, m, e, p] = xn[g, m] . phin[:, e, p]`;
+    * dispatch weights: softmax of the logits over the S tokens m, per slot;
+      `slot_in[e, g, p] = sum_m dispatch[g, m, e, p] * x[g, m]`
+      (the un-normalized x);
+    * `slot_out[e, g, p] = act(slot_in . w1[e] + b1[e]) . w2[e] + b2[e]`;
+    * combine weights: softmax of the logits over all `E * P` slots, per
+      token; `output[g, m] = sum_(e, p) combine[g, m, e, p] *
+      slot_out[e, g, p]`.
+
+    No token is dropped. The CPU lowering stores the `S x E*P` logits of a
+    group (their GEMM's output) and computes the dispatch and combine
+    weights while packing the operands of the slot GEMMs, never storing
+    them.
+
+    Rules: soft_moe-C1 (x `G x S x D`; output has its type), soft_moe-C2
+    (phi `D x E x P` with D of x), soft_moe-C3 (scale is a 0-d tensor),
+    soft_moe-C4 (w1 `E x D x H`, b1 `E x H`, w2 `E x H x D`, b2 `E x D` with
+    E of phi), soft_moe-C5 (one float element type).
+
+    ```mlir
+    %out = vmoe.soft_moe %x, %phi, %scale, %w1, %b1, %w2, %b2
+        {activation = #vmoe.activation<gelu_tanh>}
+        : tensor<8x197x768xf32>, tensor<768x128x1xf32>, tensor<f32>,
+          tensor<128x768x3072xf32>, tensor<128x3072xf32>,
+          tensor<128x3072x768xf32>, tensor<128x768xf32>
+    ```
+  }];
+  let arguments = (ins
+    VMoE_FloatTensor:$x,
+    VMoE_FloatTensor:$phi,
+    0DTensorOf<[AnyFloat]>:$scale,
+    VMoE_FloatTensor:$w1,
+    VMoE_FloatTensor:$b1,
+    VMoE_FloatTensor:$w2,
+    VMoE_FloatTensor:$b2,
+    DefaultValuedAttr<VMoE_ActivationAttr, "Activation::gelu_tanh">:$activation
+  );
+  let results = (outs VMoE_FloatTensor:$output);
+  let assemblyFormat = [{
+    $x `,` $phi `,` $scale `,` $w1 `,` $b1 `,` $w2 `,` $b2 attr-dict
+    `:` type($x) `,` type($phi) `,` type($scale) `,` type($w1) `,`
+    type($b1) `,` type($w2) `,` type($b2)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // VMOE_DIALECT_VMOE_IR_VMOEOPS_TD

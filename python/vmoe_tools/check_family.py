@@ -1,0 +1,217 @@
+"""Checks a compiled model of any MoE family (token choice, expert choice,
+Soft MoE) against the PyTorch model, on a given image folder.
+
+    cd python && /usr/bin/python3 -m vmoe_tools.check_family \\
+        --model MODEL.json --weights W.safetensors --images DIR --exe EXE \\
+        [--capacities 0.5,1.0,2.0] [--atol 1e-4] [--markdown]
+
+    cd python && /usr/bin/python3 -m vmoe_tools.check_family make \\
+        --model MODEL.json --out DIR [--seed 0] [--images 16]
+
+The check runs EXE (vmoe-compile's executable of MODEL.json) on the images
+of DIR/labels.txt at every capacity ratio C (--capacity-ratio C
+--print-logits --stats) and vmoe_ref.model.evaluate on the same images,
+then checks: logits within --atol, the same routing statistics per MoE
+layer (token choice: kept choices per expert and dropped choices; expert
+choice: the histogram of experts per token; Soft MoE: slots per expert),
+and so the same accuracy. Exit status 0 when every run agrees, 1 otherwise.
+
+`make` writes a test model for a description: random weights (every
+parameter drawn at a scale that makes routing and the head non-trivial,
+seeded) as DIR/weights.safetensors, and random 8-bit images with random
+labels in DIR (labels.txt).
+"""
+
+import argparse
+import math
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+from vmoe_ref import model as vmodel
+from vmoe_tools.digits_reference import load_images
+
+_LOGITS = re.compile(r"^(?P<path>.*): logits (?P<values>[-+0-9.eEinfa ]+)$")
+_TOKEN_CHOICE = re.compile(r"^stats: MoE block (?P<block>\d+): kept per "
+                           r"expert \[(?P<row>[0-9, ]*)\], dropped "
+                           r"(?P<dropped>\d+)/")
+_EXPERT_CHOICE = re.compile(r"^stats: MoE block (?P<block>\d+) \(expert "
+                            r"choice\): experts per token \[(?P<row>[0-9, ]*)"
+                            r"\]")
+_SOFT = re.compile(r"^stats: MoE block (?P<block>\d+) \(soft\): slots per "
+                   r"expert \[(?P<row>[0-9, ]*)\], nothing dropped")
+
+
+class CheckError(Exception):
+    pass
+
+
+def _ints(text):
+    return [int(v) for v in text.split(",") if v.strip()]
+
+
+def parse_stats_line(line):
+    """(block, statistics row [E + 1]) of one `stats: MoE block` line of the
+    executable (the layout of vmoe_ref.model.evaluate), or None."""
+    if match := _TOKEN_CHOICE.match(line):
+        return int(match["block"]), _ints(match["row"]) + [
+            int(match["dropped"])]
+    if match := _EXPERT_CHOICE.match(line):
+        return int(match["block"]), _ints(match["row"])
+    if match := _SOFT.match(line):
+        return int(match["block"]), _ints(match["row"]) + [0]
+    return None
+
+
+def run_compiled(exe, weights, image_list, capacity_ratio):
+    """(logits [N, classes], {block: stats row}) of one run."""
+    command = [exe, "--weights", weights, "--image-list", image_list,
+               "--capacity-ratio", repr(capacity_ratio), "--print-logits",
+               "--stats", "--quiet"]
+    done = subprocess.run(command, capture_output=True, text=True,
+                          timeout=600)
+    if done.returncode != 0:
+        raise CheckError(f"{os.path.basename(exe)} exited with "
+                         f"{done.returncode}: {done.stderr.strip()}")
+    logits, stats = [], {}
+    for line in done.stdout.splitlines():
+        if match := _LOGITS.match(line):
+            logits.append([float(v) for v in match["values"].split()])
+        elif parsed := parse_stats_line(line):
+            stats[parsed[0]] = parsed[1]
+    if not logits:
+        raise CheckError(f"{os.path.basename(exe)} printed no logits")
+    return np.array(logits, dtype=np.float64), stats
+
+
+def compare(net, exe, weights, images_dir, capacities, atol,
+            routing=None):
+    """Runs `exe` and the PyTorch model at each C; prints one line per C.
+    Returns ({C: compiled accuracy}, number of disagreeing runs)."""
+    _, images, labels = load_images(images_dir, net.desc)
+    if labels is None:
+        raise CheckError(f"{images_dir}: no labels.txt")
+    image_list = os.path.join(images_dir, "labels.txt")
+    batch = net.desc["moe"]["group_size"]
+    accuracies, failures = {}, 0
+    for C in capacities:
+        got, got_stats = run_compiled(exe, weights, image_list, C)
+        ref, ref_stats = vmodel.evaluate(net, images, batch=batch,
+                                         routing=routing, capacity_ratio=C)
+        if got.shape != ref.shape:
+            raise CheckError(f"C={C}: compiled logits have shape "
+                             f"{got.shape}, expected {ref.shape}")
+        diff = float(np.abs(got - ref).max())
+        expected = {int(b): row.tolist()
+                    for b, row in zip(net.moe_block_ids, ref_stats)}
+        same = got_stats == expected
+        acc_got = float((got.argmax(1) == labels).mean())
+        acc_ref = float((ref.argmax(1) == labels).mean())
+        ok = diff <= atol and same and acc_got == acc_ref
+        failures += not ok
+        accuracies[C] = acc_got
+        print(f"{os.path.basename(exe):<14} C={C:<5g} compiled {acc_got:.4f} "
+              f"torch {acc_ref:.4f} max|dlogit| {diff:.2e} stats "
+              f"{'same' if same else 'DIFF'}{'' if ok else '  FAIL'}",
+              flush=True)
+        if not same:
+            print(f"  compiled stats {got_stats}\n  torch stats    {expected}")
+    return accuracies, failures
+
+
+def make(args):
+    """Writes random weights and images for a description (see the module
+    docstring)."""
+    desc = vmodel.load_description(args.model)
+    torch.manual_seed(args.seed)
+    net = vmodel.VMoE(desc)
+    with torch.no_grad():
+        for name, param in net.named_parameters():
+            if name.endswith(".scale") and param.dim() == 1:  # LayerNorm
+                param.copy_(1 + 0.1 * torch.randn_like(param))
+            elif name.endswith("moe.scale"):                 # Soft MoE
+                param.fill_(2.0 + float(torch.rand(())))
+            else:
+                fan_in = (param.shape[0] if name.endswith("moe.phi")
+                          else param.shape[-2] if param.dim() >= 2 else 4)
+                param.copy_(torch.randn_like(param) / math.sqrt(fan_in))
+    os.makedirs(args.out, exist_ok=True)
+    vmodel.save_safetensors(os.path.join(args.out, "weights.safetensors"),
+                            net.export_tensors())
+    from vmoe_tools.train_digits import write_png
+    rng = np.random.default_rng(args.seed)
+    image = desc["image"]
+    if image["channels"] != 1:
+        raise CheckError("make writes gray images: the model must take 1 "
+                         "channel")
+    lines = []
+    for i in range(args.images):
+        pixels = rng.integers(0, 256, (image["height"], image["width"]),
+                              dtype=np.uint8)
+        name = f"{i:04d}.png"
+        write_png(os.path.join(args.out, name), pixels)
+        lines.append(f"{name} {int(rng.integers(0, desc['classes']))}\n")
+    with open(os.path.join(args.out, "labels.txt"), "w") as f:
+        f.writelines(lines)
+    print(f"wrote {args.out}: weights.safetensors, {args.images} images")
+    return 0
+
+
+def capacities(text):
+    """argparse type: a comma-separated list of positive capacity ratios."""
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of numbers: {text!r}")
+    if not values or any(not v > 0 for v in values):
+        raise argparse.ArgumentTypeError("capacity ratios must be positive")
+    return values
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "make":
+        parser = argparse.ArgumentParser(prog="check_family make")
+        parser.add_argument("--model", required=True)
+        parser.add_argument("--out", required=True)
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--images", type=int, default=16)
+        args = parser.parse_args(argv[1:])
+        try:
+            return make(args)
+        except (CheckError, ValueError, OSError) as err:
+            print(f"check_family: error: {err}", file=sys.stderr)
+            return 1
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", required=True, help="description JSON")
+    parser.add_argument("--weights", required=True, help="safetensors file")
+    parser.add_argument("--images", required=True,
+                        help="folder of PNGs with labels.txt")
+    parser.add_argument("--exe", required=True,
+                        help="the model compiled by vmoe-compile")
+    parser.add_argument("--routing", choices=("vanilla", "bpr"),
+                        help="the --routing the executable was compiled "
+                             "with, if any")
+    parser.add_argument("--capacities", type=capacities, default=[1.0])
+    parser.add_argument("--atol", type=float, default=1e-4)
+    args = parser.parse_args(argv)
+    try:
+        net = vmodel.load_model(args.model, args.weights)
+        _, failures = compare(net, args.exe, args.weights, args.images,
+                              args.capacities, args.atol, args.routing)
+    except (CheckError, ValueError, OSError,
+            subprocess.TimeoutExpired) as err:
+        print(f"check_family: error: {err}", file=sys.stderr)
+        return 1
+    runs = len(args.capacities)
+    print(f"check_family: {runs} runs, {runs - failures} agree, {failures} "
+          f"differ (atol {args.atol})")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
