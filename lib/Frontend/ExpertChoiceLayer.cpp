@@ -24,10 +24,11 @@ using namespace mlir::vmoe::frontend;
 
 using utils::IteratorType;
 
-/// [E + 1] i32: entry j counts the tokens taken by exactly j experts
-/// (`slots` is G x S x E, -1 where an expert did not take the token).
+/// [E + 1] i32: entry j counts the tokens g * S + t < numValid (padding
+/// excluded) taken by exactly j experts (`slots` is G x S x E, -1 where an
+/// expert did not take the token).
 static Value expertsPerTokenHistogram(OpBuilder &b, Location loc, Value slots,
-                                      int64_t e) {
+                                      int64_t e, Value numValid) {
   MLIRContext *ctx = b.getContext();
   Type i32 = b.getI32Type();
   auto slotsType = cast<RankedTensorType>(slots.getType());
@@ -62,8 +63,18 @@ static Value expertsPerTokenHistogram(OpBuilder &b, Location loc, Value slots,
              [&](OpBuilder &b, Location loc, ValueRange args) {
                Value bin = arith::IndexCastOp::create(
                    b, loc, i32, linalg::IndexOp::create(b, loc, 2));
-               Value mine = arith::CmpIOp::create(
-                   b, loc, arith::CmpIPredicate::eq, args[0], bin);
+               Value position = arith::AddIOp::create(
+                   b, loc,
+                   arith::MulIOp::create(b, loc,
+                                         linalg::IndexOp::create(b, loc, 0),
+                                         indexConst(b, loc, s)),
+                   linalg::IndexOp::create(b, loc, 1));
+               Value mine = arith::AndIOp::create(
+                   b, loc,
+                   arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                         args[0], bin),
+                   arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                         position, numValid));
                linalg::YieldOp::create(b, loc,
                                        ValueRange{add(b, loc, args[1], mine)});
              })
@@ -89,13 +100,15 @@ Value ForwardBuilder::expertChoice(Value x, const std::string &prefix,
       static_cast<uint64_t>(layer.multipleOf));
   auto route = ExpertChoiceOp::create(b, loc, tokens,
                                       weight(prefix + ".router.kernel"),
-                                      maxCapacity, capacity.getResult());
+                                      maxCapacity, capacity.getResult(),
+                                      numValidTokens);
   Value out = ExpertChoiceExpertsOp::create(
       b, loc, tokens.getType(), tokens, route.getGates(), route.getTokenIds(),
       route.getSlots(), weight(prefix + ".w1"), weight(prefix + ".b1"),
       weight(prefix + ".w2"), weight(prefix + ".b2"),
       ActivationAttr::get(b.getContext(), parseActivation(layer.activation)));
-  stats = expertsPerTokenHistogram(b, loc, route.getSlots(), e);
+  stats = expertsPerTokenHistogram(b, loc, route.getSlots(), e,
+                                   numValidTokens);
   return tensor::CollapseShapeOp::create(
       b, loc, out, ArrayRef<ReassociationIndices>{{0, 1}, {2}});
 }

@@ -33,7 +33,7 @@ Value ForwardBuilder::softMoE(Value x, const std::string &prefix,
       b, loc, tokens.getType(), tokens, weight(prefix + ".phi"),
       weight(prefix + ".scale"),
       weight(prefix + ".w1"), weight(prefix + ".b1"), weight(prefix + ".w2"),
-      weight(prefix + ".b2"),
+      weight(prefix + ".b2"), numValidTokens,
       ActivationAttr::get(b.getContext(), parseActivation(layer.activation)));
   // Every expert processes its P slots of every group; nothing is dropped.
   Value row = filledTensor(b, loc, {b.getIndexAttr(e + 1)},

@@ -18,7 +18,7 @@ def expert_choice_capacity(S, C, E, rule="round", multiple_of=1):
     return ops.capacity(1, S, C, E, rule, multiple_of)
 
 
-def expert_choice(x, router, B, runtime_capacity=None):
+def expert_choice(x, router, B, runtime_capacity=None, valid=None):
     """vmoe.expert_choice: x [G,S,D], router [D,E] -> gates [G,S,E],
     token_ids [E,G,B] (int32), slots [G,S,E] (int32).
 
@@ -26,6 +26,9 @@ def expert_choice(x, router, B, runtime_capacity=None):
     with the largest gates[g, :, e], in descending order (equal gates: the
     lower token index first). token_ids[e, g, s] is the token in slot s
     (-1 for s >= b); slots[g, t, e] the slot of token t at e (-1 if none).
+    `valid` ([G,S] bool, None = all) masks padding tokens out: they are
+    never taken, and an expert left without candidates leaves its last
+    slots empty.
     """
     G, S, _ = x.shape
     E = router.shape[1]
@@ -33,12 +36,22 @@ def expert_choice(x, router, B, runtime_capacity=None):
     b = min(B, S) if runtime_capacity is None else \
         max(0, min(B, S, runtime_capacity))
     # [G, E, b]: each expert's column, tokens by descending gate, stable.
-    ranked = ops._descending_indices(gates.transpose(1, 2))[..., :b]
+    key = gates.transpose(1, 2)
+    if valid is not None:  # padding ranks last, then is cut below
+        key = torch.where(valid.unsqueeze(1), key,
+                          torch.full_like(key, -float("inf")))
+    ranked = ops._descending_indices(key)[..., :b]
+    chosen = torch.arange(b, dtype=torch.int32).view(1, 1, b) \
+        .expand(G, E, b).contiguous()
+    ranked_ids = ranked
+    if valid is not None:
+        taken = torch.gather(valid.unsqueeze(1).expand(G, E, S), 2, ranked)
+        chosen = torch.where(taken, chosen, torch.full_like(chosen, -1))
+        ranked_ids = torch.where(taken, ranked, torch.full_like(ranked, -1))
     token_ids = torch.full((E, G, B), -1, dtype=torch.int32)
-    token_ids[:, :, :b] = ranked.permute(1, 0, 2).to(torch.int32)
+    token_ids[:, :, :b] = ranked_ids.permute(1, 0, 2).to(torch.int32)
     by_expert = torch.full((G, E, S), -1, dtype=torch.int32)
-    by_expert.scatter_(2, ranked, torch.arange(b, dtype=torch.int32)
-                       .view(1, 1, b).expand(G, E, b).contiguous())
+    by_expert.scatter_(2, ranked, chosen)
     slots = by_expert.transpose(1, 2).contiguous()
     return gates, token_ids, slots
 
@@ -75,19 +88,23 @@ def experts_per_token(slots):
     return (slots >= 0).sum(-1)
 
 
-def expert_choice_stats(slots):
+def expert_choice_stats(slots, valid=None):
     """Routing statistics of one expert choice layer: dict with `histogram`
     (int64 [E + 1]: tokens taken by exactly j experts, j = 0..E, summed
-    over groups) and `untaken` (= histogram[0])."""
+    over groups; padding tokens, False in `valid`, not counted) and
+    `untaken` (= histogram[0])."""
     E = slots.shape[-1]
-    histogram = torch.bincount(experts_per_token(slots).reshape(-1),
-                               minlength=E + 1)
+    counts = experts_per_token(slots)
+    if valid is not None:
+        counts = counts[valid]
+    histogram = torch.bincount(counts.reshape(-1), minlength=E + 1)
     return {"histogram": histogram, "untaken": int(histogram[0])}
 
 
 def expert_choice_layer(x, router, w1, b1, w2, b2, *, num_experts,
                         capacity_ratio, capacity_rule="round", multiple_of=1,
-                        activation="gelu_tanh", runtime_capacity=None):
+                        activation="gelu_tanh", runtime_capacity=None,
+                        valid=None):
     """One expert choice layer: B sized from capacity_ratio (ValueError if
     it rounds to 0), routing, experts. runtime_capacity (an int) lowers the
     effective B. Returns a dict: gates, token_ids, slots, buffers, y, out,
@@ -98,7 +115,8 @@ def expert_choice_layer(x, router, w1, b1, w2, b2, *, num_experts,
     S = x.shape[1]
     B = ops.sized_capacity(1, S, capacity_ratio, num_experts, capacity_rule,
                            multiple_of)
-    gates, token_ids, slots = expert_choice(x, router, B, runtime_capacity)
+    gates, token_ids, slots = expert_choice(x, router, B, runtime_capacity,
+                                            valid)
     out, buffers, y = expert_choice_experts(x, gates, token_ids, slots, w1,
                                             b1, w2, b2, activation)
     return {"gates": gates, "token_ids": token_ids, "slots": slots,

@@ -242,11 +242,13 @@ def _parse_moe(moe, out):
                 _fail("moe." + key, "not used with a fixed moe.capacity")
         m["capacity"] = _int(moe, "capacity", "moe.")
     else:
-        if "capacity_ratio" not in moe:
-            _fail("moe.capacity_ratio", "missing required field")
-        m["capacity_ratio"] = _positive_float(moe["capacity_ratio"],
+        # 1.05 when absent, as in the C++ front end (MoESettings).
+        m["capacity_ratio"] = _positive_float(moe.get("capacity_ratio", 1.05),
                                               "moe.capacity_ratio")
     for key, default in _MOE_DEFAULTS.items():
+        if "capacity" in m and key in ("capacity_rule", "multiple_of"):
+            continue  # not used with a fixed capacity (keeps parsing
+            # idempotent: a parsed description parses again)
         m.setdefault(key, default)
     if "group_tokens" in moe:
         if "group_size" in moe:
@@ -780,19 +782,29 @@ class ExpertChoiceMoE(MoE):
     """Expert choice layer (SPEC §8): the parameters of MoE (router [D, E]
     plus E expert MLPs), expert choice routing."""
 
-    def forward(self, x, tokens_per_group, routing, score, capacity_ratio):
+    def forward(self, x, tokens_per_group, routing, score, capacity_ratio,
+                valid_images=None):
         """x [N, T, D] -> (out [N, T, D], expertchoice.expert_choice_layer's
-        dict plus `routing`). routing/score are unused."""
+        dict plus `routing` and `valid`). routing/score are unused; the
+        tokens of the images after the first valid_images are never
+        taken."""
         del routing, score
         N, T, D = x.shape
         grouped = x.reshape(N * T // tokens_per_group, tokens_per_group, D)
+        valid = None
+        if valid_images is not None:
+            valid = (torch.arange(N * T) < valid_images * T).reshape(
+                grouped.shape[:2])
         cfg = self.cfg
         result = expertchoice.expert_choice_layer(
             grouped, self.router.kernel, self.w1, self.b1, self.w2, self.b2,
             num_experts=cfg["num_experts"], capacity_ratio=capacity_ratio,
-            capacity_rule=cfg["capacity_rule"],
-            multiple_of=cfg["multiple_of"], activation=cfg["activation"])
+            capacity_rule=cfg.get("capacity_rule", "round"),
+            multiple_of=cfg.get("multiple_of", 1),
+            activation=cfg["activation"],
+            valid=valid)
         result["routing"] = "expert_choice"
+        result["valid"] = valid
         return result["out"].reshape(N, T, D), result
 
 
@@ -814,16 +826,22 @@ class SoftMoE(nn.Module):
         self.w2 = _xavier(E, hidden, dim)
         self.b2 = nn.Parameter(torch.zeros(E, dim))
 
-    def forward(self, x, tokens_per_group, routing, score, capacity_ratio):
+    def forward(self, x, tokens_per_group, routing, score, capacity_ratio,
+                valid_images=None):
         """x [N, T, D] -> (out [N, T, D], softmoe.soft_moe's dict plus
         `routing` and `groups`). The MoE group size and capacity do not
-        apply."""
+        apply; the tokens of the images after the first valid_images are
+        masked out of the dispatch softmax."""
         del tokens_per_group, routing, score, capacity_ratio
         N, T, D = x.shape
         S = self.tokens_per_group
+        valid = None
+        if valid_images is not None:
+            valid = (torch.arange(N * T) < valid_images * T).reshape(
+                N * T // S, S)
         result = softmoe.soft_moe(x.reshape(N * T // S, S, D), self.phi,
                                   self.scale, self.w1, self.b1, self.w2,
-                                  self.b2, self.cfg["activation"])
+                                  self.b2, self.cfg["activation"], valid)
         result["routing"] = "soft"
         result["groups"] = N * T // S
         return result["out"].reshape(N, T, D), result
@@ -1037,7 +1055,7 @@ def layer_stats(layer, num_experts):
     row = np.zeros(E + 1, dtype=np.int64)
     if layer["routing"] == "expert_choice":
         row += expertchoice.expert_choice_stats(
-            layer["slots"])["histogram"].numpy()
+            layer["slots"], layer.get("valid"))["histogram"].numpy()
     elif layer["routing"] == "soft":
         row[:E] = layer["groups"] * layer["slots_in"].shape[2]
     else:

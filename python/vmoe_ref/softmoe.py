@@ -36,14 +36,24 @@ def soft_logits(x, phi, scale):
     return torch.einsum("gmd,dnp->gmnp", xn, pn)
 
 
-def soft_moe(x, phi, scale, w1, b1, w2, b2, activation="gelu_tanh"):
+def soft_moe(x, phi, scale, w1, b1, w2, b2, activation="gelu_tanh",
+             valid=None):
     """vmoe.soft_moe: x [G,S,D] -> dict with logits [G,S,E,P], dispatch
     [G,S,E,P] (softmax over S), combine [G,S,E,P] (softmax over E*P),
-    slots_in [E,G,P,D], slots_out [E,G,P,D] and out [G,S,D]."""
+    slots_in [E,G,P,D], slots_out [E,G,P,D] and out [G,S,D]. `valid`
+    ([G,S] bool, None = all) masks padding tokens out of the dispatch
+    softmax (weight 0; a group without valid tokens dispatches nothing)."""
     G, S, D = x.shape
     _, E, P = phi.shape
     logits = soft_logits(x, phi, scale)
-    dispatch = torch.softmax(logits, dim=1)
+    if valid is None:
+        dispatch = torch.softmax(logits, dim=1)
+    else:
+        mask = valid.view(G, S, 1, 1)
+        masked = torch.where(mask, logits,
+                             torch.full_like(logits, -float("inf")))
+        dispatch = torch.softmax(masked, dim=1)
+        dispatch = torch.where(mask, dispatch, torch.zeros_like(dispatch))
     combine = torch.softmax(logits.reshape(G, S, E * P), dim=-1)
     slots_in = torch.einsum("gmnp,gmd->ngpd", dispatch, x)
     slots_out = ops.expert_ffn(slots_in, w1, b1, w2, b2, activation)

@@ -157,6 +157,45 @@ def test_soft_scale_goes_to_the_smaller_operand():
                        expected)
 
 
+def test_expert_choice_masked_equals_truncated_group():
+    # Masking the tokens from n on routes the first n exactly as a group
+    # holding only them (same B), and masked tokens are never taken.
+    gen = torch.Generator().manual_seed(5)
+    for S, n, E, B in [(8, 5, 4, 3), (8, 2, 3, 4), (6, 0, 2, 2),
+                       (7, 7, 3, 5)]:
+        x = torch.randn(1, S, 6, generator=gen)
+        router = torch.randn(6, E, generator=gen)
+        valid = (torch.arange(S) < n).view(1, S)
+        _, tokens, slots = ec.expert_choice(x, router, B, valid=valid)
+        _, t_ref, s_ref = ec.expert_choice(x[:, :n], router, B)
+        assert torch.equal(tokens, t_ref)
+        assert torch.equal(slots[:, :n], s_ref)
+        assert bool((slots[:, n:] == -1).all())
+        stats = ec.expert_choice_stats(slots, valid)
+        assert int(stats["histogram"].sum()) == n
+
+
+def test_soft_masked_tokens_do_not_change_valid_outputs():
+    gen = torch.Generator().manual_seed(6)
+    G, S, D, E, P, H = 2, 5, 4, 3, 2, 6
+    phi = torch.randn(D, E, P, generator=gen)
+    w1, b1 = torch.randn(E, D, H, generator=gen), torch.randn(E, H)
+    w2, b2 = torch.randn(E, H, D, generator=gen), torch.randn(E, D)
+    x = torch.randn(G, S, D, generator=gen)
+    valid = (torch.arange(G * S) < 7).view(G, S)   # group 1: 2 valid
+    changed = torch.where(valid.unsqueeze(-1), x, torch.randn(G, S, D))
+    scale = torch.tensor(1.5)
+    a = soft.soft_moe(x, phi, scale, w1, b1, w2, b2, valid=valid)
+    b = soft.soft_moe(changed, phi, scale, w1, b1, w2, b2, valid=valid)
+    assert torch.allclose(a["out"][valid], b["out"][valid], atol=1e-6)
+    assert torch.equal(a["dispatch"][~valid],
+                       torch.zeros_like(a["dispatch"][~valid]))
+    # A group without valid tokens dispatches nothing.
+    none = soft.soft_moe(x, phi, scale, w1, b1, w2, b2,
+                         valid=torch.zeros(G, S, dtype=torch.bool))
+    assert torch.equal(none["slots_in"], torch.zeros_like(none["slots_in"]))
+
+
 TESTS = [value for name, value in sorted(globals().items())
          if name.startswith("test_")]
 

@@ -25,7 +25,6 @@ labels in DIR (labels.txt).
 import argparse
 import math
 import os
-import re
 import subprocess
 import sys
 
@@ -34,58 +33,10 @@ import torch
 
 from vmoe_ref import model as vmodel
 from vmoe_tools.digits_reference import load_images
-
-_LOGITS = re.compile(r"^(?P<path>.*): logits (?P<values>[-+0-9.eEinfa ]+)$")
-_TOKEN_CHOICE = re.compile(r"^stats: MoE block (?P<block>\d+): kept per "
-                           r"expert \[(?P<row>[0-9, ]*)\], dropped "
-                           r"(?P<dropped>\d+)/")
-_EXPERT_CHOICE = re.compile(r"^stats: MoE block (?P<block>\d+) \(expert "
-                            r"choice\): experts per token \[(?P<row>[0-9, ]*)"
-                            r"\]")
-_SOFT = re.compile(r"^stats: MoE block (?P<block>\d+) \(soft\): slots per "
-                   r"expert \[(?P<row>[0-9, ]*)\], nothing dropped")
-
+from vmoe_tools.executable import RunError, run_executable
 
 class CheckError(Exception):
     pass
-
-
-def _ints(text):
-    return [int(v) for v in text.split(",") if v.strip()]
-
-
-def parse_stats_line(line):
-    """(block, statistics row [E + 1]) of one `stats: MoE block` line of the
-    executable (the layout of vmoe_ref.model.evaluate), or None."""
-    if match := _TOKEN_CHOICE.match(line):
-        return int(match["block"]), _ints(match["row"]) + [
-            int(match["dropped"])]
-    if match := _EXPERT_CHOICE.match(line):
-        return int(match["block"]), _ints(match["row"])
-    if match := _SOFT.match(line):
-        return int(match["block"]), _ints(match["row"]) + [0]
-    return None
-
-
-def run_compiled(exe, weights, image_list, capacity_ratio):
-    """(logits [N, classes], {block: stats row}) of one run."""
-    command = [exe, "--weights", weights, "--image-list", image_list,
-               "--capacity-ratio", repr(capacity_ratio), "--print-logits",
-               "--stats", "--quiet"]
-    done = subprocess.run(command, capture_output=True, text=True,
-                          timeout=600)
-    if done.returncode != 0:
-        raise CheckError(f"{os.path.basename(exe)} exited with "
-                         f"{done.returncode}: {done.stderr.strip()}")
-    logits, stats = [], {}
-    for line in done.stdout.splitlines():
-        if match := _LOGITS.match(line):
-            logits.append([float(v) for v in match["values"].split()])
-        elif parsed := parse_stats_line(line):
-            stats[parsed[0]] = parsed[1]
-    if not logits:
-        raise CheckError(f"{os.path.basename(exe)} printed no logits")
-    return np.array(logits, dtype=np.float64), stats
 
 
 def compare(net, exe, weights, images_dir, capacities, atol,
@@ -99,7 +50,7 @@ def compare(net, exe, weights, images_dir, capacities, atol,
     batch = net.desc["moe"]["group_size"]
     accuracies, failures = {}, 0
     for C in capacities:
-        got, got_stats = run_compiled(exe, weights, image_list, C)
+        got, got_stats = run_executable(exe, weights, image_list, C)
         ref, ref_stats = vmodel.evaluate(net, images, batch=batch,
                                          routing=routing, capacity_ratio=C)
         if got.shape != ref.shape:
@@ -183,7 +134,7 @@ def main(argv=None):
         args = parser.parse_args(argv[1:])
         try:
             return make(args)
-        except (CheckError, ValueError, OSError) as err:
+        except (CheckError, RunError, ValueError, OSError) as err:
             print(f"check_family: error: {err}", file=sys.stderr)
             return 1
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -203,7 +154,7 @@ def main(argv=None):
         net = vmodel.load_model(args.model, args.weights)
         _, failures = compare(net, args.exe, args.weights, args.images,
                               args.capacities, args.atol, args.routing)
-    except (CheckError, ValueError, OSError,
+    except (CheckError, RunError, ValueError, OSError,
             subprocess.TimeoutExpired) as err:
         print(f"check_family: error: {err}", file=sys.stderr)
         return 1

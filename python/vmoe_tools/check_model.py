@@ -80,7 +80,7 @@ def routing_margin(net, images, batch, capacity_ratio, padding):
     if "moe" not in desc:
         return math.inf
     moe = desc["moe"]
-    k = moe["k"]
+    k = moe.get("k", 1)
     x_all = vmodel.normalize_images(images, desc["input"]["mean"],
                                     desc["input"]["std"])
     margin = math.inf
@@ -96,16 +96,26 @@ def routing_margin(net, images, batch, capacity_ratio, padding):
             _, layers = net(x, capacity_ratio=capacity_ratio,
                             valid_images=valid_images)
             for layer in layers:
+                if layer["routing"] == "soft":
+                    continue  # no discrete routing decision
                 gates = layer["gates"].double()
                 valid = layer.get("valid")
                 if valid is None:
                     valid = torch.ones(gates.shape[:2], dtype=torch.bool)
+                if layer["routing"] == "expert_choice":
+                    # Each expert ranks the valid tokens of its group.
+                    for g in range(gates.shape[0]):
+                        col = torch.sort(gates[g][valid[g]], 0,
+                                         descending=True).values
+                        margin = min(margin,
+                                     _smallest_gap(col[:-1] - col[1:]))
+                    continue
                 top = torch.sort(gates, -1, descending=True).values
                 depth = min(k + 1, gates.shape[-1])
                 if depth > 1:
                     gaps = top[..., :depth - 1] - top[..., 1:depth]
                     margin = min(margin, _smallest_gap(gaps[valid]))
-                if moe["routing"] == "bpr":
+                if layer["routing"] == "bpr":
                     if moe["score"] == "sum_topk":
                         score = top[..., :k].sum(-1)
                     else:
@@ -137,7 +147,8 @@ def check(args):
     name = desc["name"]
     if desc["image"]["channels"] not in (1, 3):
         raise CheckError("only 1- and 3-channel models take PNG images")
-    fixed = "moe" not in desc or "capacity" in desc["moe"]
+    fixed = ("moe" not in desc or "capacity" in desc["moe"]
+             or desc["moe"]["routing"] == "soft")
     capacities = [None] if fixed else args.capacities
     batch = vmodel.images_per_group_unit(desc) * args.groups_per_batch
     rng = np.random.default_rng(args.seed)

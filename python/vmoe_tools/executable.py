@@ -4,7 +4,7 @@
                                    capacity_ratio=None, padding=None)
 
 logits: float64 [N, classes] from --print-logits; stats: {MoE block:
-kept choices per expert + [dropped choices]} from --stats. Shared by the
+statistics row} from --stats (parse_stats_line). Shared by the
 checks that compare compiled models with the PyTorch reference
 (check_digits, check_model).
 """
@@ -17,8 +17,33 @@ import subprocess
 import numpy as np
 
 _LOGITS = re.compile(r"^(?P<path>.*): logits (?P<values>[-+0-9.eEinfa ]+)$")
-_STATS = re.compile(r"^stats: MoE block (?P<block>\d+): kept per expert "
-                    r"\[(?P<kept>[0-9, ]*)\], dropped (?P<dropped>\d+)/")
+_TOKEN_CHOICE = re.compile(r"^stats: MoE block (?P<block>\d+): kept per "
+                           r"expert \[(?P<row>[0-9, ]*)\], dropped "
+                           r"(?P<dropped>\d+)/")
+_EXPERT_CHOICE = re.compile(r"^stats: MoE block (?P<block>\d+) \(expert "
+                            r"choice\): experts per token \[(?P<row>[0-9, ]*)"
+                            r"\]")
+_SOFT = re.compile(r"^stats: MoE block (?P<block>\d+) \(soft\): slots per "
+                   r"expert \[(?P<row>[0-9, ]*)\], nothing dropped")
+
+
+def _ints(text):
+    return [int(v) for v in text.split(",") if v.strip()]
+
+
+def parse_stats_line(line):
+    """(block, statistics row [E + 1]) of one `stats: MoE block` line of the
+    executable (the layout of vmoe_ref.model.evaluate: kept per expert +
+    [dropped]; experts per token for expert choice; slots per expert + [0]
+    for Soft MoE), or None."""
+    if match := _TOKEN_CHOICE.match(line):
+        return int(match["block"]), _ints(match["row"]) + [
+            int(match["dropped"])]
+    if match := _EXPERT_CHOICE.match(line):
+        return int(match["block"]), _ints(match["row"])
+    if match := _SOFT.match(line):
+        return int(match["block"]), _ints(match["row"]) + [0]
+    return None
 
 
 class RunError(Exception):
@@ -27,7 +52,7 @@ class RunError(Exception):
 
 def run_executable(exe, weights, image_list, capacity_ratio=None,
                    padding=None):
-    """(logits [N, classes], {block: kept + [dropped]}) of one run."""
+    """(logits [N, classes], {block: statistics row}) of one run."""
     command = [exe, "--weights", weights, "--image-list", image_list,
                "--print-logits", "--stats", "--quiet"]
     if capacity_ratio is not None:
@@ -43,9 +68,8 @@ def run_executable(exe, weights, image_list, capacity_ratio=None,
     for line in done.stdout.splitlines():
         if match := _LOGITS.match(line):
             logits.append([float(v) for v in match["values"].split()])
-        elif match := _STATS.match(line):
-            kept = [int(v) for v in match["kept"].split(",") if v.strip()]
-            stats[int(match["block"])] = kept + [int(match["dropped"])]
+        elif parsed := parse_stats_line(line):
+            stats[parsed[0]] = parsed[1]
     if not logits:
         raise RunError(f"{os.path.basename(exe)} printed no logits")
     return np.array(logits, dtype=np.float64), stats

@@ -36,6 +36,8 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Transforms/DialectConversion.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::vmoe;
 using namespace mlir::vmoe::lowering;
@@ -45,6 +47,37 @@ static Value loadIndex(OpBuilder &b, Location loc, Value memref,
                        ValueRange indices) {
   Value v = memref::LoadOp::create(b, loc, memref, indices);
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+}
+
+/// `key` (G x E x S) with NaN where token t of group g is padding
+/// (`g * S + t >= numValid`): NaN keys are never taken by buildTopK.
+static Value maskInvalidTokens(OpBuilder &b, Location loc, Value key,
+                               Value numValid) {
+  auto type = cast<RankedTensorType>(key.getType());
+  MLIRContext *ctx = b.getContext();
+  Value s = tensor::DimOp::create(b, loc, key, 2);
+  Value nan = arith::ConstantOp::create(
+      b, loc, FloatAttr::get(type.getElementType(),
+                             std::numeric_limits<double>::quiet_NaN()));
+  AffineMap identity = AffineMap::getMultiDimIdentityMap(3, ctx);
+  return linalg::GenericOp::create(
+             b, loc, type, ValueRange{key}, ValueRange{key},
+             {identity, identity},
+             {utils::IteratorType::parallel, utils::IteratorType::parallel,
+              utils::IteratorType::parallel},
+             [&](OpBuilder &b, Location loc, ValueRange args) {
+               Value g = linalg::IndexOp::create(b, loc, 0);
+               Value t = linalg::IndexOp::create(b, loc, 2);
+               Value flat = arith::AddIOp::create(
+                   b, loc, arith::MulIOp::create(b, loc, g, s), t);
+               Value keep = arith::CmpIOp::create(
+                   b, loc, arith::CmpIPredicate::slt, flat, numValid);
+               linalg::YieldOp::create(
+                   b, loc,
+                   ValueRange{arith::SelectOp::create(b, loc, keep, args[0],
+                                                      nan)});
+             })
+      .getResult(0);
 }
 
 namespace {
@@ -70,6 +103,8 @@ struct ExpertChoiceOpLowering : OpConversionPattern<ExpertChoiceOp> {
     Value key = linalg::TransposeOp::create(b, loc, gates, keyInit,
                                             ArrayRef<int64_t>{0, 2, 1})
                     .getResult()[0];
+    if (Value numValid = adaptor.getNumValid())
+      key = maskInvalidTokens(b, loc, key, numValid);
 
     // b = min(B, S[, capacity operand clamped at 0]).
     int64_t capacity = op.getTokenIds().getType().getDimSize(2);

@@ -259,12 +259,23 @@ struct SoftMoEOpLowering : OpConversionPattern<SoftMoEOp> {
                allocatePackedScratch(b, loc, j, d, shape),
                /*parallelPanels=*/false);
 
+      // The dispatch softmax runs over the valid tokens of the group:
+      // sv = clamp(n - g * S, 0, S) (all S without a `valid` operand).
+      Value sv = s;
+      if (Value numValid = adaptor.getNumValid()) {
+        Value rest = arith::SubIOp::create(
+            b, loc, numValid, arith::MulIOp::create(b, loc, gr, s));
+        sv = arith::MinSIOp::create(
+            b, loc,
+            arith::MaxSIOp::create(b, loc, rest, indexConst(b, loc, 0)), s);
+      }
+
       // Softmax statistics over the tokens of each slot.
       Value colMax = allocF32(b, loc, {dynamic}, {j});
       Value colSum = allocF32(b, loc, {dynamic}, {j});
       forEach(b, loc, j, [&](OpBuilder &b, Location loc, Value col) {
         softmaxStatistics(
-            b, loc, s,
+            b, loc, sv,
             [&](OpBuilder &b, Location loc, Value m) {
               return Value(memref::LoadOp::create(b, loc, logits,
                                                   ValueRange{gr, m, col}));
@@ -274,6 +285,15 @@ struct SoftMoEOpLowering : OpConversionPattern<SoftMoEOp> {
 
       // slot_in^T[d, j] = sum_m x[g, m, d] * softmax_m(L[g, m, j]).
       Value slotInT = allocF32(b, loc, {dynamic, dynamic}, {d, j});
+      if (adaptor.getNumValid()) {
+        // The GEMM writes nothing when sv = 0: start from zero slot inputs.
+        forEach(b, loc, d, [&](OpBuilder &b, Location loc, Value dd) {
+          forEach(b, loc, j, [&](OpBuilder &b, Location loc, Value col) {
+            memref::StoreOp::create(b, loc, floatConst(b, loc, f32, 0),
+                                    slotInT, ValueRange{dd, col});
+          });
+        });
+      }
       GemmAccessors dispatch;
       setPlainOutput(dispatch, slotInT, {}, vectorType);
       dispatch.loadA = [&](OpBuilder &b, Location loc, Value dd, Value m) {
@@ -287,7 +307,7 @@ struct SoftMoEOpLowering : OpConversionPattern<SoftMoEOp> {
             loadVector(b, loc, vectorType, colMax, {n}, mask),
             loadVector(b, loc, vectorType, colSum, {n}, mask), mask);
       };
-      emitGemm(b, loc, d, j, s, staticSlots, shape, dispatch,
+      emitGemm(b, loc, d, j, sv, staticSlots, shape, dispatch,
                allocatePackedScratch(b, loc, j, s, shape),
                /*parallelPanels=*/false);
 

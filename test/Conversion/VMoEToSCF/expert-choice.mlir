@@ -64,3 +64,26 @@ func.func @expert_choice_experts_dynamic(%x: tensor<?x8x?xf32>, %g: tensor<?x8x4
         tensor<4x?x32xf32>, tensor<4x32xf32>, tensor<4x32x?xf32>, tensor<4x?xf32>
   return %o : tensor<?x8x?xf32>
 }
+
+// -----
+
+// expert_choice with valid(%n): the transposed gates of token g * S + t
+// >= n become NaN, which the top-k selection never takes.
+// CHECK-LABEL: func.func @expert_choice_valid
+// CHECK-SAME: %{{.*}}: tensor<2x8x16xf32>, %{{.*}}: tensor<16x4xf32>, %[[N:.*]]: index
+// CHECK: linalg.transpose
+// CHECK: %[[NAN:.*]] = arith.constant 0x7FC00000 : f32
+// CHECK: linalg.generic
+// CHECK:   %[[G:.*]] = linalg.index 0 : index
+// CHECK:   %[[T:.*]] = linalg.index 2 : index
+// CHECK:   %[[GS:.*]] = arith.muli %[[G]], %{{.*}} : index
+// CHECK:   %[[FLAT:.*]] = arith.addi %[[GS]], %[[T]] : index
+// CHECK:   %[[KEEP:.*]] = arith.cmpi slt, %[[FLAT]], %[[N]] : index
+// CHECK:   arith.select %[[KEEP]], %{{.*}}, %[[NAN]] : f32
+// CHECK: scf.forall
+func.func @expert_choice_valid(%x: tensor<2x8x16xf32>, %r: tensor<16x4xf32>, %n: index)
+    -> tensor<4x2x3xi32> {
+  %gates, %tokens, %slots = vmoe.expert_choice %x, %r valid(%n)
+      : tensor<2x8x16xf32>, tensor<16x4xf32> -> tensor<2x8x4xf32>, tensor<4x2x3xi32>, tensor<2x8x4xi32>
+  return %tokens : tensor<4x2x3xi32>
+}

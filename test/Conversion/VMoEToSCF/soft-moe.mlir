@@ -32,3 +32,25 @@ func.func @soft_moe(%x: tensor<2x5x12xf32>, %phi: tensor<12x8x2xf32>, %scale: te
   return %o : tensor<2x5x12xf32>
 }
 
+
+// -----
+
+// soft_moe with valid(%n): group g's dispatch softmax and dispatch GEMM run
+// over its sv = clamp(n - g * S, 0, S) valid tokens, from zeroed slot
+// inputs (a group without valid tokens dispatches nothing).
+// CHECK-LABEL: func.func @soft_moe_valid
+// CHECK-SAME: %[[N:[^:]*]]: index
+// CHECK: scf.forall (%[[G:[^)]*]])
+// CHECK:   %[[GS:.*]] = arith.muli %[[G]], %{{.*}} : index
+// CHECK:   %[[REST:.*]] = arith.subi %[[N]], %[[GS]] : index
+// CHECK:   %[[POS:.*]] = arith.maxsi %[[REST]], %{{.*}} : index
+// CHECK:   %[[SV:.*]] = arith.minsi %[[POS]], %{{.*}} : index
+// CHECK:   scf.for %{{.*}} = %{{.*}} to %[[SV]]
+func.func @soft_moe_valid(%x: tensor<2x5x12xf32>, %phi: tensor<12x8x2xf32>, %scale: tensor<f32>,
+    %w1: tensor<8x12x16xf32>, %b1: tensor<8x16xf32>, %w2: tensor<8x16x12xf32>,
+    %b2: tensor<8x12xf32>, %n: index) -> tensor<2x5x12xf32> {
+  %o = vmoe.soft_moe %x, %phi, %scale, %w1, %b1, %w2, %b2 valid(%n)
+      : tensor<2x5x12xf32>, tensor<12x8x2xf32>, tensor<f32>, tensor<8x12x16xf32>, tensor<8x16xf32>,
+        tensor<8x16x12xf32>, tensor<8x12xf32>
+  return %o : tensor<2x5x12xf32>
+}

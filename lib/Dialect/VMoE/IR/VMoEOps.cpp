@@ -520,7 +520,7 @@ static LogicalResult verifyExpertWeights(Operation *op, Value w1, Value b1,
 
 void ExpertChoiceOp::build(OpBuilder &builder, OperationState &state, Value x,
                            Value router, int64_t capacity,
-                           Value runtimeCapacity) {
+                           Value runtimeCapacity, Value numValid) {
   auto xType = cast<RankedTensorType>(x.getType());
   int64_t g = xType.getDimSize(0), s = xType.getDimSize(1);
   int64_t e = cast<RankedTensorType>(router.getType()).getDimSize(1);
@@ -528,7 +528,8 @@ void ExpertChoiceOp::build(OpBuilder &builder, OperationState &state, Value x,
   build(builder, state,
         RankedTensorType::get({g, s, e}, xType.getElementType()),
         RankedTensorType::get({e, g, capacity}, i32),
-        RankedTensorType::get({g, s, e}, i32), x, router, runtimeCapacity);
+        RankedTensorType::get({g, s, e}, i32), x, router, runtimeCapacity,
+        numValid);
 }
 
 LogicalResult ExpertChoiceOp::verify() {

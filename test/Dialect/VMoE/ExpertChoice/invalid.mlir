@@ -183,3 +183,13 @@ func.func @negative_expert_choice_experts_element_type(%x: tensor<1x8x16xf32>, %
         tensor<4x16x32xf32>, tensor<4x32xf32>, tensor<4x32x16xf32>, tensor<4x16xf32>
   return
 }
+
+// -----
+
+/// expert_choice-C6: the valid-token count is an index.
+func.func @negative_expert_choice_valid_not_index(%x: tensor<1x8x16xf32>, %r: tensor<16x4xf32>, %n: i32) {
+  // expected-error @+1 {{operand #2 must be index, but got 'i32'}}
+  %g, %t, %s = "vmoe.expert_choice"(%x, %r, %n) <{operandSegmentSizes = array<i32: 1, 1, 0, 1>}>
+      : (tensor<1x8x16xf32>, tensor<16x4xf32>, i32) -> (tensor<1x8x4xf32>, tensor<4x1x2xi32>, tensor<1x8x4xi32>)
+  return
+}

@@ -55,3 +55,19 @@ func.func @expert_choice_layer(%x: tensor<1x8x16xf32>, %r: tensor<16x4xf32>, %w1
         tensor<4x16x32xf32>, tensor<4x32xf32>, tensor<4x32x16xf32>, tensor<4x16xf32>
   return %o : tensor<1x8x16xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @expert_choice_valid
+// CHECK: vmoe.expert_choice %{{.*}}, %{{.*}} capacity(%{{.*}}) valid(%{{.*}}) :
+// CHECK: vmoe.expert_choice %{{.*}}, %{{.*}} valid(%{{.*}}) :
+func.func @expert_choice_valid(%x: tensor<2x8x16xf32>, %r: tensor<16x4xf32>, %b: index, %n: index)
+    -> (tensor<4x2x3xi32>, tensor<4x2x3xi32>) {
+  %g1, %t1, %s1 = vmoe.expert_choice %x, %r capacity(%b) valid(%n)
+      : tensor<2x8x16xf32>, tensor<16x4xf32>
+      -> tensor<2x8x4xf32>, tensor<4x2x3xi32>, tensor<2x8x4xi32>
+  %g2, %t2, %s2 = vmoe.expert_choice %x, %r valid(%n)
+      : tensor<2x8x16xf32>, tensor<16x4xf32>
+      -> tensor<2x8x4xf32>, tensor<4x2x3xi32>, tensor<2x8x4xi32>
+  return %t1, %t2 : tensor<4x2x3xi32>, tensor<4x2x3xi32>
+}

@@ -95,3 +95,16 @@ func.func @negative_soft_moe_output_type(%x: tensor<1x5x10xf32>, %phi: tensor<10
          tensor<8x12x10xf32>, tensor<8x10xf32>) -> tensor<2x5x10xf32>
   return
 }
+
+// -----
+
+/// soft_moe-C6: the valid-token count is an index.
+func.func @negative_soft_moe_valid_not_index(%x: tensor<2x5x10xf32>, %phi: tensor<10x8x2xf32>,
+    %scale: tensor<f32>, %w1: tensor<8x10x12xf32>, %b1: tensor<8x12xf32>, %w2: tensor<8x12x10xf32>,
+    %b2: tensor<8x10xf32>, %n: i64) {
+  // expected-error @+1 {{operand #7 must be index, but got 'i64'}}
+  %o = "vmoe.soft_moe"(%x, %phi, %scale, %w1, %b1, %w2, %b2, %n)
+      : (tensor<2x5x10xf32>, tensor<10x8x2xf32>, tensor<f32>, tensor<8x10x12xf32>, tensor<8x12xf32>,
+         tensor<8x12x10xf32>, tensor<8x10xf32>, i64) -> tensor<2x5x10xf32>
+  return
+}

@@ -28,3 +28,16 @@ func.func @soft_moe_dynamic_groups_default_activation(%x: tensor<?x5x10xf32>, %p
         tensor<8x12x10xf32>, tensor<8x10xf32>
   return %o : tensor<?x5x10xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @soft_moe_valid
+// CHECK: vmoe.soft_moe %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} valid(%{{.*}}) {activation = #vmoe.activation<relu>} :
+func.func @soft_moe_valid(%x: tensor<2x5x10xf32>, %phi: tensor<10x8x2xf32>,
+    %scale: tensor<f32>, %w1: tensor<8x10x12xf32>, %b1: tensor<8x12xf32>, %w2: tensor<8x12x10xf32>,
+    %b2: tensor<8x10xf32>, %n: index) -> tensor<2x5x10xf32> {
+  %o = vmoe.soft_moe %x, %phi, %scale, %w1, %b1, %w2, %b2 valid(%n) {activation = #vmoe.activation<relu>}
+      : tensor<2x5x10xf32>, tensor<10x8x2xf32>, tensor<f32>, tensor<8x10x12xf32>, tensor<8x12xf32>,
+        tensor<8x12x10xf32>, tensor<8x10xf32>
+  return %o : tensor<2x5x10xf32>
+}

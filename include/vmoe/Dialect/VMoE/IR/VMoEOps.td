@@ -505,7 +505,7 @@ def VMoE_FusedRouteOp : VMoE_Op<"fused_route", [Pure,
 //===----------------------------------------------------------------------===//
 
 def VMoE_ExpertChoiceOp : VMoE_Op<"expert_choice", [Pure,
-    AllElementTypesMatch<["x", "router", "gates"]>]> {
+    AttrSizedOperandSegments, AllElementTypesMatch<["x", "router", "gates"]>]> {
   let summary = "Expert choice routing: each expert takes its top-B tokens";
   let description = [{
     `gates = softmax(x . router)` over the E experts of every token, exactly
@@ -518,15 +518,21 @@ def VMoE_ExpertChoiceOp : VMoE_Op<"expert_choice", [Pure,
     capacity rule of §4 without k; `vmoe.capacity` with `k = 1` gives it at
     run time). A token may be taken by several experts or by none.
 
+    The optional index operand `valid(%n)` masks tokens out as in
+    `vmoe.dispatch`: token t of group g is a candidate only if
+    `g * S + t < n`, so padding images never take an expert's capacity
+    (an expert with fewer than b candidates leaves its last slots empty).
+
     Results: `gates`; `token_ids[e, g, s]`, the token in slot s of expert e
-    (-1 for `s >= b`); `slots[g, t, e]`, the slot of token t at expert e
-    (-1 when e did not take t). `vmoe.expert_choice_experts` consumes them.
+    (-1 for `s >= b` or when no candidate is left); `slots[g, t, e]`, the
+    slot of token t at expert e (-1 when e did not take t).
+    `vmoe.expert_choice_experts` consumes them.
 
     Rules: expert_choice-C1 (x `G x S x D`, router `D x E`),
     expert_choice-C2 (gates `G x S x E`), expert_choice-C3 (token_ids
     `E x G x B` with static E and B >= 1), expert_choice-C4 (slots
     `G x S x E`), expert_choice-C5 (one float element type for x, router,
-    gates).
+    gates), expert_choice-C6 (`valid` is an index).
 
     ```mlir
     %gates, %tokens, %slots = vmoe.expert_choice %x, %router capacity(%b)
@@ -537,7 +543,8 @@ def VMoE_ExpertChoiceOp : VMoE_Op<"expert_choice", [Pure,
   let arguments = (ins
     VMoE_FloatTensor:$x,
     VMoE_FloatTensor:$router,
-    Optional<Index>:$runtime_capacity
+    Optional<Index>:$runtime_capacity,
+    Optional<Index>:$num_valid
   );
   let results = (outs
     VMoE_FloatTensor:$gates,
@@ -545,13 +552,15 @@ def VMoE_ExpertChoiceOp : VMoE_Op<"expert_choice", [Pure,
     VMoE_I32Tensor:$slots
   );
   let assemblyFormat = [{
-    $x `,` $router (`capacity` `(` $runtime_capacity^ `)`)? attr-dict
+    $x `,` $router (`capacity` `(` $runtime_capacity^ `)`)?
+    (`valid` `(` $num_valid^ `)`)? attr-dict
     `:` type($x) `,` type($router)
     `->` type($gates) `,` type($token_ids) `,` type($slots)
   }];
   let builders = [
     OpBuilder<(ins "Value":$x, "Value":$router, "int64_t":$capacity,
-                   CArg<"Value", "Value()">:$runtime_capacity)>
+                   CArg<"Value", "Value()">:$runtime_capacity,
+                   CArg<"Value", "Value()">:$num_valid)>
   ];
   let hasVerifier = 1;
 }
@@ -638,7 +647,13 @@ def VMoE_SoftMoEOp : VMoE_Op<"soft_moe", [Pure,
       token; `output[g, m] = sum_(e, p) combine[g, m, e, p] *
       slot_out[e, g, p]`.
 
-    No token is dropped. The CPU lowering stores the `S x E*P` logits of a
+    No token is dropped. The optional index operand `valid(%n)` masks
+    padding tokens (`g * S + m >= n`) out of the dispatch softmax: the
+    slots of group g mix only its valid tokens (a group without valid
+    tokens gets zero slot inputs), so padding never changes the outputs of
+    valid tokens; combine is computed for every token.
+
+    The CPU lowering stores the `S x E*P` logits of a
     group (their GEMM's output) and computes the dispatch and combine
     weights while packing the operands of the slot GEMMs, never storing
     them.
@@ -646,7 +661,8 @@ def VMoE_SoftMoEOp : VMoE_Op<"soft_moe", [Pure,
     Rules: soft_moe-C1 (x `G x S x D`; output has its type), soft_moe-C2
     (phi `D x E x P` with D of x), soft_moe-C3 (scale is a 0-d tensor),
     soft_moe-C4 (w1 `E x D x H`, b1 `E x H`, w2 `E x H x D`, b2 `E x D` with
-    E of phi), soft_moe-C5 (one float element type).
+    E of phi), soft_moe-C5 (one float element type), soft_moe-C6 (`valid`
+    is an index).
 
     ```mlir
     %out = vmoe.soft_moe %x, %phi, %scale, %w1, %b1, %w2, %b2
@@ -664,11 +680,13 @@ def VMoE_SoftMoEOp : VMoE_Op<"soft_moe", [Pure,
     VMoE_FloatTensor:$b1,
     VMoE_FloatTensor:$w2,
     VMoE_FloatTensor:$b2,
+    Optional<Index>:$num_valid,
     DefaultValuedAttr<VMoE_ActivationAttr, "Activation::gelu_tanh">:$activation
   );
   let results = (outs VMoE_FloatTensor:$output);
   let assemblyFormat = [{
-    $x `,` $phi `,` $scale `,` $w1 `,` $b1 `,` $w2 `,` $b2 attr-dict
+    $x `,` $phi `,` $scale `,` $w1 `,` $b1 `,` $w2 `,` $b2
+    (`valid` `(` $num_valid^ `)`)? attr-dict
     `:` type($x) `,` type($phi) `,` type($scale) `,` type($w1) `,`
     type($b1) `,` type($w2) `,` type($b2)
   }];
