@@ -17,6 +17,8 @@
 
 #include "vmoe/Dialect/VMoE/IR/Capacity.h"
 #include "vmoe/Dialect/VMoE/IR/VMoE.h"
+#include "vmoe/Frontend/SizeLimits.h"
+#include "vmoe/Support/Limits.h"
 #include "vmoe/Utils/TensorBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -82,10 +84,16 @@ mlir::vmoe::frontend::validateBuildOptions(const ModelDescription &model,
   double maxRatio = maxCapacityRatio(model, options);
   if (!std::isfinite(maxRatio))
     return error("max-capacity-ratio: must be finite");
+  if (maxRatio > ::vmoe::limits::kMaxCapacityRatio)
+    return error("max-capacity-ratio: must be <= " +
+                 ::vmoe::formatShortest(::vmoe::limits::kMaxCapacityRatio) +
+                 " (the limit), got " + ::vmoe::formatShortest(maxRatio));
   if (maxRatio < model.moe.capacityRatio)
     return error("max-capacity-ratio: " + ::vmoe::formatShortest(maxRatio) +
                  " is below the default capacity ratio " +
                  ::vmoe::formatShortest(model.moe.capacityRatio));
+  if (llvm::Error e = checkBuildSizes(model, options))
+    return e;
   if (model.moe.capacity)
     return llvm::Error::success();
   for (int64_t block : model.moeBlocks()) {

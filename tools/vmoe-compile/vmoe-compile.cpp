@@ -12,10 +12,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "vmoe/Dialect/VMoE/IR/Capacity.h"
 #include "vmoe/Frontend/ModelBuilder.h"
 #include "vmoe/Frontend/ModelDescription.h"
 #include "vmoe/InitVMoE.h"
 #include "vmoe/Pipelines/Pipelines.h"
+#include "vmoe/Support/Limits.h"
 #include "vmoe/Target/ObjectCodegen.h"
 
 #include "mlir/IR/AsmState.h"
@@ -166,6 +168,20 @@ static llvm::Error applyOverrides(frontend::ModelDescription &model) {
         "--capacity-ratio: the model has a fixed capacity (moe.capacity)");
   if (llvm::Error e = positive(capacityRatio, moe.capacityRatio))
     return e;
+  if (capacityRatio.getNumOccurrences() &&
+      !(capacityRatio <= ::vmoe::limits::kMaxCapacityRatio))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--capacity-ratio: must be <= " +
+            ::vmoe::formatShortest(::vmoe::limits::kMaxCapacityRatio) +
+            " (the limit), got " + ::vmoe::formatShortest(capacityRatio));
+  // 0 (the default) means max(C, 2); given, it must be a ratio. The limit
+  // is checked with the build options.
+  if (maxCapacityRatio.getNumOccurrences() && !(maxCapacityRatio > 0))
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--max-capacity-ratio: must be > 0, got " +
+            ::vmoe::formatShortest(maxCapacityRatio));
   if (llvm::Error e = positive(numChoices, moe.k))
     return e;
   if (groupSize.getNumOccurrences() && moe.groupTokens)
