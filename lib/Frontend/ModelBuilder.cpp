@@ -18,7 +18,6 @@
 #include "vmoe/Dialect/VMoE/IR/Capacity.h"
 #include "vmoe/Dialect/VMoE/IR/VMoE.h"
 #include "vmoe/Frontend/SizeLimits.h"
-#include "vmoe/Support/Limits.h"
 #include "vmoe/Utils/TensorBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -84,10 +83,8 @@ mlir::vmoe::frontend::validateBuildOptions(const ModelDescription &model,
   double maxRatio = maxCapacityRatio(model, options);
   if (!std::isfinite(maxRatio))
     return error("max-capacity-ratio: must be finite");
-  if (maxRatio > ::vmoe::limits::kMaxCapacityRatio)
-    return error("max-capacity-ratio: must be <= " +
-                 ::vmoe::formatShortest(::vmoe::limits::kMaxCapacityRatio) +
-                 " (the limit), got " + ::vmoe::formatShortest(maxRatio));
+  if (llvm::Error e = checkCapacityRatio("max-capacity-ratio", maxRatio))
+    return e;
   if (maxRatio < model.moe.capacityRatio)
     return error("max-capacity-ratio: " + ::vmoe::formatShortest(maxRatio) +
                  " is below the default capacity ratio " +

@@ -15,6 +15,7 @@
 #include "ForwardBuilder.h"
 
 #include "vmoe/Frontend/ModelBuilder.h"
+#include "vmoe/Dialect/VMoE/IR/Capacity.h"
 #include "vmoe/Frontend/ModelDescription.h"
 #include "vmoe/Support/Limits.h"
 
@@ -61,6 +62,18 @@ static Error checkElements(llvm::StringRef field, llvm::StringRef what,
                                  "limit {4}",
                                  field, what, formatDims(dims),
                                  n ? std::to_string(*n) : "over 2^63", limit));
+}
+
+Error mlir::vmoe::frontend::checkCapacityRatio(llvm::StringRef field,
+                                               double ratio) {
+  if (!(ratio > 0))
+    return sizeError(field + ": must be > 0, got " +
+                     ::vmoe::formatShortest(ratio));
+  if (!(ratio <= limits::kMaxCapacityRatio))
+    return sizeError(field + ": must be <= " +
+                     ::vmoe::formatShortest(limits::kMaxCapacityRatio) +
+                     " (the limit), got " + ::vmoe::formatShortest(ratio));
+  return Error::success();
 }
 
 Error mlir::vmoe::frontend::checkTokenCounts(const ModelDescription &model) {

@@ -12,12 +12,11 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "vmoe/Dialect/VMoE/IR/Capacity.h"
 #include "vmoe/Frontend/ModelBuilder.h"
 #include "vmoe/Frontend/ModelDescription.h"
+#include "vmoe/Frontend/SizeLimits.h"
 #include "vmoe/InitVMoE.h"
 #include "vmoe/Pipelines/Pipelines.h"
-#include "vmoe/Support/Limits.h"
 #include "vmoe/Target/ObjectCodegen.h"
 
 #include "mlir/IR/AsmState.h"
@@ -168,20 +167,16 @@ static llvm::Error applyOverrides(frontend::ModelDescription &model) {
         "--capacity-ratio: the model has a fixed capacity (moe.capacity)");
   if (llvm::Error e = positive(capacityRatio, moe.capacityRatio))
     return e;
-  if (capacityRatio.getNumOccurrences() &&
-      !(capacityRatio <= ::vmoe::limits::kMaxCapacityRatio))
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "--capacity-ratio: must be <= " +
-            ::vmoe::formatShortest(::vmoe::limits::kMaxCapacityRatio) +
-            " (the limit), got " + ::vmoe::formatShortest(capacityRatio));
+  if (capacityRatio.getNumOccurrences())
+    if (llvm::Error e =
+            frontend::checkCapacityRatio("--capacity-ratio", capacityRatio))
+      return e;
   // 0 (the default) means max(C, 2); given, it must be a ratio. The limit
   // is checked with the build options.
-  if (maxCapacityRatio.getNumOccurrences() && !(maxCapacityRatio > 0))
-    return llvm::createStringError(
-        llvm::inconvertibleErrorCode(),
-        "--max-capacity-ratio: must be > 0, got " +
-            ::vmoe::formatShortest(maxCapacityRatio));
+  if (maxCapacityRatio.getNumOccurrences())
+    if (llvm::Error e = frontend::checkCapacityRatio("--max-capacity-ratio",
+                                                     maxCapacityRatio))
+      return e;
   if (llvm::Error e = positive(numChoices, moe.k))
     return e;
   if (groupSize.getNumOccurrences() && moe.groupTokens)

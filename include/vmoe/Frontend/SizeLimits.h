@@ -14,12 +14,17 @@
 #ifndef VMOE_FRONTEND_SIZELIMITS_H
 #define VMOE_FRONTEND_SIZELIMITS_H
 
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
 namespace mlir::vmoe::frontend {
 
 struct BuildOptions;
 struct ModelDescription;
+
+/// A capacity ratio given as `field` (a description field or an option):
+/// finite, > 0 and at most limits::kMaxCapacityRatio.
+llvm::Error checkCapacityRatio(llvm::StringRef field, double ratio);
 
 /// Tokens per image, per routing group and per patch vector are within
 /// limits::kMaxDimension. Run before anything multiplies them further.
