@@ -17,6 +17,7 @@
 
 #include "vmoe/Dialect/VMoE/IR/Capacity.h"
 #include "vmoe/Dialect/VMoE/IR/VMoE.h"
+#include "vmoe/Frontend/SizeLimits.h"
 #include "vmoe/Utils/TensorBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -82,10 +83,14 @@ mlir::vmoe::frontend::validateBuildOptions(const ModelDescription &model,
   double maxRatio = maxCapacityRatio(model, options);
   if (!std::isfinite(maxRatio))
     return error("max-capacity-ratio: must be finite");
+  if (llvm::Error e = checkCapacityRatio("max-capacity-ratio", maxRatio))
+    return e;
   if (maxRatio < model.moe.capacityRatio)
     return error("max-capacity-ratio: " + ::vmoe::formatShortest(maxRatio) +
                  " is below the default capacity ratio " +
                  ::vmoe::formatShortest(model.moe.capacityRatio));
+  if (llvm::Error e = checkBuildSizes(model, options))
+    return e;
   if (model.moe.capacity)
     return llvm::Error::success();
   for (int64_t block : model.moeBlocks()) {

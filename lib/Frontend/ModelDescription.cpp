@@ -11,8 +11,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "vmoe/Frontend/ModelDescription.h"
+#include "vmoe/Frontend/SizeLimits.h"
 
 #include "vmoe/Dialect/VMoE/IR/Capacity.h"
+#include "vmoe/Support/BoundedJson.h"
+#include "vmoe/Support/Limits.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -52,9 +55,11 @@ public:
     return fieldError(path(key), "missing (required)");
   }
 
-  /// An integer >= minimum; `required` false keeps `out` when absent.
+  /// An integer in [minimum, maximum]; `required` false keeps `out` when
+  /// absent. Every count and dimension is bounded (docs/Limits.md).
   Error readInt(StringRef key, int64_t &out, int64_t minimum,
-                bool required = true) {
+                bool required = true,
+                int64_t maximum = ::vmoe::limits::kMaxDimension) {
     const llvm::json::Value *v = get(key);
     if (!v)
       return required ? missing(key) : Error::success();
@@ -64,12 +69,17 @@ public:
     if (*value < minimum)
       return fieldError(path(key), llvm::formatv("must be >= {0}, got {1}",
                                                  minimum, *value));
+    if (*value > maximum)
+      return fieldError(path(key), llvm::formatv("must be <= {0} (the limit), "
+                                                 "got {1}",
+                                                 maximum, *value));
     out = *value;
     return Error::success();
   }
 
-  /// A finite number > 0.
-  Error readPositive(StringRef key, double &out, bool required = true) {
+  /// A finite number in (0, maximum].
+  Error readPositive(StringRef key, double &out, bool required = true,
+                     double maximum = HUGE_VAL) {
     const llvm::json::Value *v = get(key);
     if (!v)
       return required ? missing(key) : Error::success();
@@ -80,6 +90,11 @@ public:
       return fieldError(path(key),
                         "must be a finite number > 0, got " +
                             ::vmoe::formatShortest(*value));
+    if (*value > maximum)
+      return fieldError(path(key), "must be <= " +
+                                       ::vmoe::formatShortest(maximum) +
+                                       " (the limit), got " +
+                                       ::vmoe::formatShortest(*value));
     out = *value;
     return Error::success();
   }
@@ -198,6 +213,16 @@ static Error onlyUsedBy(FieldReader &r, StringRef key, bool used,
                                      ", got routing \"" + routing + "\"");
 }
 
+/// Rejects block indices at or above the depth limit, which also bounds the
+/// length of lists of distinct indices (their checks are quadratic).
+static Error checkBlockIndex(const llvm::Twine &field, int64_t index) {
+  if (index < ::vmoe::limits::kMaxDepth)
+    return Error::success();
+  return fieldError(field, llvm::formatv("block {0} is not below the depth "
+                                         "limit {1}",
+                                         index, ::vmoe::limits::kMaxDepth));
+}
+
 /// The fields of one `moe.overrides` entry; `base` is the `moe` object.
 static Error parseOverride(const llvm::json::Value &value, size_t index,
                            const MoESettings &base, MoEOverride &entry) {
@@ -218,6 +243,11 @@ static Error parseOverride(const llvm::json::Value &value, size_t index,
     if (!number || *number < 0)
       return fieldError(r.path("blocks"),
                         "must be a list of integers >= 0");
+    if (Error e = checkBlockIndex(r.path("blocks"), *number))
+      return e;
+    if (llvm::is_contained(entry.blocks, *number))
+      return fieldError(r.path("blocks"),
+                        llvm::formatv("block {0} is listed twice", *number));
     entry.blocks.push_back(*number);
   }
   auto string = [&](StringRef key, std::optional<std::string> &out,
@@ -276,6 +306,8 @@ static Error readLayerList(FieldReader &r, std::vector<int64_t> &layers) {
     if (!index || *index < 0)
       return fieldError("moe.layers",
                         "must be a list of block indices (integers >= 0)");
+    if (Error e = checkBlockIndex("moe.layers", *index))
+      return e;
     if (llvm::is_contained(layers, *index))
       return fieldError("moe.layers",
                         llvm::formatv("block {0} is listed twice", *index));
@@ -319,7 +351,8 @@ static Error parseCapacity(FieldReader &r, MoESettings &moe) {
         return fieldError("moe." + key, "not used with a fixed moe.capacity");
     return r.readInt("capacity", moe.capacity, 1);
   }
-  if (Error e = r.readPositive("capacity_ratio", moe.capacityRatio, false))
+  if (Error e = r.readPositive("capacity_ratio", moe.capacityRatio, false,
+                               ::vmoe::limits::kMaxCapacityRatio))
     return e;
   if (Error e = r.readString("capacity_rule", moe.capacityRule, false,
                              {"round", "ceil"}))
@@ -380,6 +413,12 @@ static Error parseMoE(const llvm::json::Object &object, MoESettings &moe) {
     const llvm::json::Array *list = overrides->getAsArray();
     if (!list)
       return fieldError("moe.overrides", "must be a list of objects");
+    if (list->size() > static_cast<size_t>(::vmoe::limits::kMaxDepth))
+      return fieldError("moe.overrides",
+                        llvm::formatv("has {0} entries, above the depth "
+                                      "limit {1}",
+                                      list->size(),
+                                      ::vmoe::limits::kMaxDepth));
     for (const auto &[index, value] : llvm::enumerate(*list)) {
       MoEOverride entry;
       if (Error e = parseOverride(value, index, moe, entry))
@@ -416,7 +455,7 @@ static Error parsePatchSize(FieldReader &r, ModelDescription &model) {
 
 Expected<ModelDescription>
 mlir::vmoe::frontend::parseModelDescription(StringRef json) {
-  Expected<llvm::json::Value> parsed = llvm::json::parse(json);
+  Expected<llvm::json::Value> parsed = ::vmoe::parseBoundedJson(json);
   if (!parsed)
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "malformed JSON: " +
@@ -473,7 +512,8 @@ mlir::vmoe::frontend::parseModelDescription(StringRef json) {
     return std::move(e);
   if (Error e = r.readInt("width", model.modelWidth, 1))
     return std::move(e);
-  if (Error e = r.readInt("depth", model.depth, 1))
+  if (Error e = r.readInt("depth", model.depth, 1, true,
+                          ::vmoe::limits::kMaxDepth))
     return std::move(e);
   if (Error e = r.readInt("heads", model.heads, 1))
     return std::move(e);
@@ -646,9 +686,12 @@ Error mlir::vmoe::frontend::validateModelDescription(
     return fieldError("class_names",
                       llvm::formatv("must have {0} entries (classes), got {1}",
                                     model.classes, model.classNames.size()));
+  if (Error e = checkTokenCounts(model))
+    return e;
   if (model.hasMoE)
-    return validateMoE(model);
-  return Error::success();
+    if (Error e = validateMoE(model))
+      return e;
+  return checkWeightSizes(model);
 }
 
 int64_t ModelDescription::imagesPerGroupUnit() const {
@@ -713,10 +756,12 @@ int64_t ModelDescription::layerSlotsPerExpert(const MoESettings &layer) const {
 }
 
 int64_t WeightTensor::numElements() const {
-  int64_t n = 1;
-  for (int64_t dim : shape)
-    n *= dim;
-  return n;
+  return ::vmoe::limits::saturatingProduct(shape);
+}
+
+/// `n` rounded up to a multiple of 16, saturating.
+static int64_t alignTo16(int64_t n) {
+  return ::vmoe::limits::saturatingAdd(n, 15) / 16 * 16;
 }
 
 namespace {
@@ -727,8 +772,10 @@ struct LayoutBuilder {
 
   void add(std::string name, llvm::SmallVector<int64_t> shape) {
     WeightTensor tensor{std::move(name), std::move(shape), offset};
-    // Keep every tensor 64-byte aligned for vector loads.
-    offset += (tensor.numElements() + 15) / 16 * 16;
+    // Keep every tensor 64-byte aligned for vector loads. Saturating: sizes
+    // above the limits are reported by checkWeightSizes, never wrap.
+    offset = ::vmoe::limits::saturatingAdd(offset,
+                                           alignTo16(tensor.numElements()));
     layout.push_back(std::move(tensor));
   }
   /// A dense layer `prefix`.kernel [in, out] and `prefix`.bias [out].
@@ -805,5 +852,6 @@ mlir::vmoe::frontend::weightsSize(const std::vector<WeightTensor> &layout) {
   if (layout.empty())
     return 0;
   const WeightTensor &last = layout.back();
-  return last.offset + (last.numElements() + 15) / 16 * 16;
+  return ::vmoe::limits::saturatingAdd(last.offset,
+                                      alignTo16(last.numElements()));
 }

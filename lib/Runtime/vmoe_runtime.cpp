@@ -16,6 +16,8 @@
 #include "Model.h"
 #include "ModelInterface.h"
 
+#include "vmoe/Support/Limits.h"
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 
@@ -201,7 +203,7 @@ int vmoe_model_get_padding(const vmoe_model *model) {
 }
 
 int vmoe_model_set_threads(int threads) {
-  if (threads < 1)
+  if (threads < 1 || threads > vmoe::limits::kMaxThreads)
     return 1;
   omp_set_num_threads(threads);
   return 0;

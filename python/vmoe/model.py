@@ -264,7 +264,7 @@ class Model:
     @threads.setter
     def threads(self, count):
         if self._lib.vmoe_model_set_threads(int(count)) != 0:
-            raise VMoEError(f"threads must be >= 1, got {count}")
+            raise VMoEError(f"threads must be in [1, 1024], got {count}")
 
     # -- images --------------------------------------------------------------
 

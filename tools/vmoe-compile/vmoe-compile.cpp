@@ -14,6 +14,7 @@
 
 #include "vmoe/Frontend/ModelBuilder.h"
 #include "vmoe/Frontend/ModelDescription.h"
+#include "vmoe/Frontend/SizeLimits.h"
 #include "vmoe/InitVMoE.h"
 #include "vmoe/Pipelines/Pipelines.h"
 #include "vmoe/Target/ObjectCodegen.h"
@@ -166,6 +167,16 @@ static llvm::Error applyOverrides(frontend::ModelDescription &model) {
         "--capacity-ratio: the model has a fixed capacity (moe.capacity)");
   if (llvm::Error e = positive(capacityRatio, moe.capacityRatio))
     return e;
+  if (capacityRatio.getNumOccurrences())
+    if (llvm::Error e =
+            frontend::checkCapacityRatio("--capacity-ratio", capacityRatio))
+      return e;
+  // 0 (the default) means max(C, 2); given, it must be a ratio. The limit
+  // is checked with the build options.
+  if (maxCapacityRatio.getNumOccurrences())
+    if (llvm::Error e = frontend::checkCapacityRatio("--max-capacity-ratio",
+                                                     maxCapacityRatio))
+      return e;
   if (llvm::Error e = positive(numChoices, moe.k))
     return e;
   if (groupSize.getNumOccurrences() && moe.groupTokens)

@@ -127,7 +127,7 @@ VMOE_RUNTIME_API int vmoe_model_set_padding(vmoe_model *model, int padding,
 VMOE_RUNTIME_API int vmoe_model_get_padding(const vmoe_model *model);
 
 /// Sets the number of OpenMP threads of the forward pass (process-wide).
-/// Fails for `threads` < 1.
+/// Fails for `threads` < 1 or above 1024 (docs/Limits.md).
 VMOE_RUNTIME_API int vmoe_model_set_threads(int threads);
 
 /// The number of OpenMP threads the next forward pass will use.

@@ -15,6 +15,9 @@
 
 #include "Manifest.h"
 
+#include "vmoe/Support/BoundedJson.h"
+#include "vmoe/Support/Limits.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/Twine.h"
@@ -33,7 +36,7 @@ namespace json = llvm::json;
 /// Bound on every element count the manifest implies (2^40 floats = 4 TiB),
 /// far above any real model, low enough that products of two bounded counts
 /// stay representable.
-static constexpr int64_t kMaxElements = int64_t(1) << 40;
+static constexpr int64_t kMaxElements = vmoe::limits::kMaxTensorElements;
 
 namespace {
 
@@ -85,14 +88,19 @@ public:
     return result;
   }
 
-  /// A required finite number > 0.
-  std::optional<double> getPositiveNumber(StringRef key) {
+  /// A required finite number in (0, max].
+  std::optional<double> getPositiveNumber(StringRef key, double max) {
     const json::Value *value = get(key);
     if (!value)
       return std::nullopt;
     std::optional<double> result = value->getAsNumber();
     if (!result || !std::isfinite(*result) || !(*result > 0)) {
       fail(key, "must be a finite number > 0");
+      return std::nullopt;
+    }
+    if (*result > max) {
+      fail(key, "must be <= " + formatShortest(max) + ", got " +
+                    formatShortest(*result));
       return std::nullopt;
     }
     return result;
@@ -386,9 +394,10 @@ static void readManifest(const json::Object &object, Manifest &manifest,
   }
 
   manifest.capacityRatio =
-      reader.getPositiveNumber("capacity_ratio").value_or(0);
+      reader.getPositiveNumber("capacity_ratio", limits::kMaxCapacityRatio).value_or(0);
   manifest.maxCapacityRatio =
-      reader.getPositiveNumber("max_capacity_ratio").value_or(0);
+      reader.getPositiveNumber("max_capacity_ratio",
+                                 limits::kMaxCapacityRatio).value_or(0);
   if (!error.empty())
     return;
   if (manifest.capacityRatio > manifest.maxCapacityRatio) {
@@ -416,7 +425,7 @@ static void readManifest(const json::Object &object, Manifest &manifest,
     }
   }
 
-  manifest.weightsSize = reader.getInt("weights_size", 0).value_or(0);
+  manifest.weightsSize = reader.getInt("weights_size", 0, limits::kMaxTotalWeights).value_or(0);
   if (const json::Array *tensors = reader.getArray("tensors")) {
     for (const auto &[index, value] : llvm::enumerate(*tensors)) {
       std::optional<TensorInfo> tensor =
@@ -440,7 +449,7 @@ static void readManifest(const json::Object &object, Manifest &manifest,
 }
 
 llvm::Expected<Manifest> vmoe::runtime::parseManifest(StringRef json) {
-  llvm::Expected<json::Value> value = json::parse(json);
+  llvm::Expected<json::Value> value = vmoe::parseBoundedJson(json);
   if (!value)
     return llvm::createStringError("manifest: not valid JSON: " +
                                    llvm::toString(value.takeError()));

@@ -16,6 +16,8 @@
 
 #include "Manifest.h"
 
+#include "vmoe/Support/BoundedJson.h"
+
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
@@ -26,6 +28,9 @@
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <cstring>
+#include <type_traits>
+#include <utility>
+#include <vector>
 #include <optional>
 #include <string>
 
@@ -135,6 +140,47 @@ static std::optional<uint64_t> byteSize(llvm::ArrayRef<int64_t> shape) {
   return static_cast<uint64_t>(bytes);
 }
 
+/// The format's rule: the tensors cover the data area exactly, without
+/// overlap or holes. `tensors` have begin <= end <= dataSize; anything with
+/// `name` and `entry` fields.
+template <typename Range>
+static llvm::Error checkCoverage(const SafetensorsReader &reader,
+                                 const Range &tensors, uint64_t dataSize) {
+  using Item = const std::remove_reference_t<decltype(*tensors.begin())> *;
+  std::vector<Item> byBegin;
+  for (const auto &tensor : tensors)
+    byBegin.push_back(&tensor);
+  // Ties (empty tensors) broken by name: deterministic messages.
+  llvm::sort(byBegin, [](Item a, Item b) {
+    return std::make_pair(a->entry.begin, a->name) <
+           std::make_pair(b->entry.begin, b->name);
+  });
+  uint64_t covered = 0;
+  Item previous = nullptr;
+  for (Item item : byBegin) {
+    const Entry &entry = item->entry;
+    if (entry.begin < covered)
+      return reader.fail("tensors '" + previous->name + "' [" +
+                         Twine(previous->entry.begin) + ", " +
+                         Twine(previous->entry.end) + "] and '" + item->name +
+                         "' [" + Twine(entry.begin) + ", " + Twine(entry.end) +
+                         "] overlap");
+    if (entry.begin > covered)
+      return reader.fail("no tensor covers data bytes [" + Twine(covered) +
+                         ", " + Twine(entry.begin) +
+                         ") (a hole in the data area)");
+    if (entry.end > entry.begin || !previous) {
+      covered = entry.end;
+      previous = item;
+    }
+  }
+  if (covered != dataSize)
+    return reader.fail("no tensor covers data bytes [" + Twine(covered) +
+                       ", " + Twine(dataSize) + ") (the data area has " +
+                       Twine(dataSize) + " bytes)");
+  return llvm::Error::success();
+}
+
 llvm::Error vmoe::runtime::loadSafetensors(StringRef path,
                                            const Manifest &manifest,
                                            float *weights) {
@@ -161,7 +207,8 @@ llvm::Error vmoe::runtime::loadSafetensors(StringRef path,
                        Twine(available) +
                        " bytes after it: truncated or not a safetensors file");
 
-  llvm::Expected<json::Value> header = json::parse(bytes.substr(8, headerSize));
+  llvm::Expected<json::Value> header = 
+      vmoe::parseBoundedJson(bytes.substr(8, headerSize));
   if (!header)
     return reader.fail("header is not valid JSON: " +
                        llvm::toString(header.takeError()));
@@ -190,6 +237,12 @@ llvm::Error vmoe::runtime::loadSafetensors(StringRef path,
 
   const char *data = bytes.data() + 8 + headerSize;
   uint64_t dataSize = available - headerSize;
+  struct Checked {
+    StringRef name;
+    const TensorInfo *tensor;
+    Entry entry;
+  };
+  std::vector<Checked> checked;
   for (StringRef name : names) {
     const TensorInfo &tensor = *expected[name];
     llvm::Expected<Entry> entry =
@@ -208,10 +261,16 @@ llvm::Error vmoe::runtime::loadSafetensors(StringRef path,
                          "] (" + Twine(entry->end - entry->begin) +
                          " bytes), expected " + Twine(bytesNeeded) +
                          " bytes for F32 " + formatShape(tensor.shape));
+    checked.push_back({name, &tensor, std::move(*entry)});
+  }
+  if (llvm::Error e = checkCoverage(reader, checked, dataSize))
+    return e;
+  for (const Checked &c : checked) {
     // Safetensors data is little-endian, as are the hosts we target.
     static_assert(llvm::endianness::native == llvm::endianness::little,
                   "big-endian hosts would need a byte swap");
-    std::memcpy(weights + tensor.offset, data + entry->begin, bytesNeeded);
+    std::memcpy(weights + c.tensor->offset, data + c.entry.begin,
+                c.entry.end - c.entry.begin);
   }
   return llvm::Error::success();
 }

@@ -21,6 +21,7 @@
 
 #include "vmoe/Dialect/VMoE/IR/Capacity.h"
 #include "vmoe/Runtime/vmoe_runtime.h"
+#include "vmoe/Support/Limits.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -377,8 +378,11 @@ static int run(const Options &options) {
     return fail("--weights FILE is required");
   if (options.top < 1)
     return fail("--top must be >= 1");
-  if (options.threads.getNumOccurrences() && options.threads < 1)
-    return fail("--threads must be >= 1");
+  if (options.threads.getNumOccurrences() &&
+      (options.threads < 1 || options.threads > vmoe::limits::kMaxThreads))
+    return fail("--threads: must be in [1, " +
+                llvm::Twine(vmoe::limits::kMaxThreads) + "], got " +
+                llvm::Twine(options.threads.getValue()));
 
   std::vector<ImageEntry> entries;
   for (const std::string &path : options.images)

@@ -141,9 +141,26 @@ static const char manifest[] =
     "\"num_experts\": 2, \"k\": 1, \"tokens_per_group\": 4, "
     "\"capacity_rule\": \"round\", \"multiple_of\": 1, "
     "\"max_capacity\": 4}], " MANIFEST_TENSORS "}";
+#elif FAKE_BAD_MANIFEST == 8
+/* A maximum capacity ratio above the limit. */
+static const char manifest[] =
+    "{\"format\": \"vmoe-compiled-model\", \"version\": 1, "
+    "\"name\": \"fake-model\", \"batch_images\": 2, " MANIFEST_IMAGE
+    "\"capacity_ratio\": 1.0, \"max_capacity_ratio\": 1e300, "
+    "\"moe_layers\": [" MANIFEST_MOE_LAYER "], " MANIFEST_TENSORS "}";
+#elif FAKE_BAD_MANIFEST == 7
+/* 60,000 nested arrays: the JSON nesting limit, not a stack overflow. */
+#define FAKE_DEEP_MANIFEST 60000
+static char manifest[FAKE_DEEP_MANIFEST + 1];
 #endif
 
-const char *vmoe_model_manifest(void) { return manifest; }
+const char *vmoe_model_manifest(void) {
+#ifdef FAKE_DEEP_MANIFEST
+  for (int i = 0; i < FAKE_DEEP_MANIFEST; ++i)
+    manifest[i] = '[';
+#endif
+  return manifest;
+}
 
 /* Aborts unless `ok`: the runtime broke the interface. */
 static void expect(int ok, const char *what) {

@@ -268,6 +268,21 @@ def write_weights(directory):
     write("bad_offsets.safetensors", safetensors(
         [kernel, ("head.bias", "F32", [2], bias[3][:4])]))
     write("missing.safetensors", safetensors([kernel]))
+
+    def with_offsets(kernel_offsets, bias_offsets, data):
+        text = json.dumps({
+            "head.kernel": {"dtype": "F32", "shape": [4, 2],
+                            "data_offsets": kernel_offsets},
+            "head.bias": {"dtype": "F32", "shape": [2],
+                          "data_offsets": bias_offsets}}).encode()
+        return struct.pack("<Q", len(text)) + text + data
+    data = kernel[3] + bias[3]
+    # The tensors must cover the data area exactly (the format's rule).
+    write("overlap.safetensors", with_offsets([0, 32], [24, 32], data))
+    write("hole.safetensors",
+          with_offsets([0, 32], [40, 48], kernel[3] + bytes(8) + bias[3]))
+    write("trailing.safetensors",
+          with_offsets([0, 32], [32, 40], data + bytes(8)))
     write("extra.safetensors", safetensors(
         [kernel, bias, ("head.extra", "F32", [1], f32_bytes([1.0]))]))
 

@@ -13,13 +13,16 @@
 #include "vmoe/Dialect/VMoE/IR/VMoE.h"
 
 #include "vmoe/Dialect/VMoE/IR/Capacity.h"
+#include "vmoe/Support/Limits.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
@@ -82,6 +85,43 @@ static LogicalResult verifyShape(Operation *op, StringRef name, Value value,
   return success();
 }
 
+/// SPEC §11 for every vmoe op: each static dimension of an operand or
+/// result in [1, limits::kMaxDimension] and each tensor within
+/// limits::kMaxTensorElements. Zero sizes (G, S, D, H or E = 0) have no
+/// meaning for a MoE layer and the lowerings assume them away; sizes near
+/// 2^62 would overflow the index arithmetic of the lowerings.
+static LogicalResult verifyTensorLimits(Operation *op) {
+  auto check = [&](Type type, StringRef kind, unsigned index) -> LogicalResult {
+    auto shaped = dyn_cast<ShapedType>(type);
+    if (!shaped || !shaped.hasRank())
+      return success();
+    int64_t elements = 1;
+    for (auto [dimIndex, dim] : llvm::enumerate(shaped.getShape())) {
+      if (ShapedType::isDynamic(dim))
+        continue;
+      if (dim < 1 || dim > ::vmoe::limits::kMaxDimension)
+        return op->emitOpError()
+               << kind << " #" << index << " dim " << dimIndex << " must be in [1, "
+               << ::vmoe::limits::kMaxDimension << "], got " << dim << " in "
+               << type;
+      std::optional<int64_t> product = llvm::checkedMul(elements, dim);
+      if (!product || *product > ::vmoe::limits::kMaxTensorElements)
+        return op->emitOpError()
+               << kind << " #" << index << " has more than "
+               << ::vmoe::limits::kMaxTensorElements << " elements: " << type;
+      elements = *product;
+    }
+    return success();
+  };
+  for (auto [index, type] : llvm::enumerate(op->getOperandTypes()))
+    if (failed(check(type, "operand", index)))
+      return failure();
+  for (auto [index, type] : llvm::enumerate(op->getResultTypes()))
+    if (failed(check(type, "result", index)))
+      return failure();
+  return success();
+}
+
 /// Dimension `i` of the tensor `value`.
 static int64_t dimOf(Value value, unsigned i) {
   return cast<ShapedType>(value.getType()).getDimSize(i);
@@ -122,6 +162,8 @@ void RouteOp::build(OpBuilder &builder, OperationState &state, Value x,
 }
 
 LogicalResult RouteOp::verify() {
+  if (failed(verifyTensorLimits(getOperation())))
+    return failure();
   Operation *op = getOperation();
   // route-C1, route-C2.
   if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")) ||
@@ -178,6 +220,8 @@ void BPRSortOp::build(OpBuilder &builder, OperationState &state, Value gates,
 }
 
 LogicalResult BPRSortOp::verify() {
+  if (failed(verifyTensorLimits(getOperation())))
+    return failure();
   Operation *op = getOperation();
   // bpr_sort-C1, bpr_sort-C2.
   if (failed(verifyRank(op, "gates", getGates(), 3, "G x S x N")))
@@ -205,18 +249,40 @@ LogicalResult BPRSortOp::verify() {
 // CapacityOp
 //===----------------------------------------------------------------------===//
 
+/// A capacity ratio that may be a compile-time constant: finite, > 0 and
+/// at most limits::kMaxCapacityRatio.
+static bool isValidConstantRatio(double ratio) {
+  return std::isfinite(ratio) && ratio > 0 &&
+         ratio <= ::vmoe::limits::kMaxCapacityRatio;
+}
+
 LogicalResult CapacityOp::verify() {
+  if (failed(verifyTensorLimits(getOperation())))
+    return failure();
   // capacity-C1.
   if (getK() > getNumExperts())
     return emitOpError() << "k (" << getK()
                          << ") must not exceed num_experts ("
                          << getNumExperts() << ")";
+  // capacity-C2: a ratio known at compile time is checked here (it would
+  // fold to a capacity of 0 silently). This reads the defining constant, the
+  // one place a vmoe verifier looks past its own op.
+  FloatAttr ratio;
+  if (matchPattern(getCapacityRatio(), m_Constant(&ratio)) &&
+      !isValidConstantRatio(ratio.getValueAsDouble()))
+    return emitOpError() << "constant capacity_ratio must be a finite number "
+                            "in (0, "
+                         << ::vmoe::formatShortest(
+                                ::vmoe::limits::kMaxCapacityRatio)
+                         << "], got "
+                         << ::vmoe::formatShortest(ratio.getValueAsDouble());
   return success();
 }
 
 OpFoldResult CapacityOp::fold(FoldAdaptor adaptor) {
   auto ratio = dyn_cast_if_present<FloatAttr>(adaptor.getCapacityRatio());
-  if (!ratio)
+  // An invalid constant ratio stays, for the verifier to report.
+  if (!ratio || !isValidConstantRatio(ratio.getValueAsDouble()))
     return {};
   int64_t b = ::vmoe::computeCapacity(
       static_cast<int64_t>(getK()), static_cast<int64_t>(getTokensPerGroup()),
@@ -251,6 +317,8 @@ std::optional<int64_t> DispatchOp::getStaticCapacity() {
 }
 
 LogicalResult DispatchOp::verify() {
+  if (failed(verifyTensorLimits(getOperation())))
+    return failure();
   Operation *op = getOperation();
   // dispatch-C1, dispatch-C2, dispatch-C3.
   if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")))
@@ -326,6 +394,8 @@ LogicalResult DispatchOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ExpertFFNOp::verify() {
+  if (failed(verifyTensorLimits(getOperation())))
+    return failure();
   Operation *op = getOperation();
   // expert_ffn-C1 .. expert_ffn-C5.
   if (failed(verifyRank(op, "buffers", getBuffers(), 4, "E x G x B x D")) ||
@@ -346,6 +416,8 @@ LogicalResult ExpertFFNOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult CombineOp::verify() {
+  if (failed(verifyTensorLimits(getOperation())))
+    return failure();
   Operation *op = getOperation();
   // combine-C1, combine-C2.
   if (failed(verifyRank(op, "expert_outputs", getExpertOutputs(), 4,
@@ -376,6 +448,8 @@ LogicalResult CombineOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult AssignSlotsOp::verify() {
+  if (failed(verifyTensorLimits(getOperation())))
+    return failure();
   Operation *op = getOperation();
   // assign_slots-C1, assign_slots-C2, assign_slots-C3.
   if (failed(verifyRank(op, "expert_ids", getExpertIds(), 3, "G x S x k")))
@@ -412,6 +486,8 @@ LogicalResult AssignSlotsOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult FusedExpertsOp::verify() {
+  if (failed(verifyTensorLimits(getOperation())))
+    return failure();
   Operation *op = getOperation();
   // fused_experts-C1, fused_experts-C2.
   if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")) ||
@@ -447,6 +523,8 @@ LogicalResult FusedExpertsOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult FusedRouteOp::verify() {
+  if (failed(verifyTensorLimits(getOperation())))
+    return failure();
   Operation *op = getOperation();
   // fused_route-C1.
   if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")) ||
@@ -533,6 +611,8 @@ void ExpertChoiceOp::build(OpBuilder &builder, OperationState &state, Value x,
 }
 
 LogicalResult ExpertChoiceOp::verify() {
+  if (failed(verifyTensorLimits(getOperation())))
+    return failure();
   Operation *op = getOperation();
   // expert_choice-C1.
   if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")) ||
@@ -567,6 +647,8 @@ LogicalResult ExpertChoiceOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ExpertChoiceExpertsOp::verify() {
+  if (failed(verifyTensorLimits(getOperation())))
+    return failure();
   Operation *op = getOperation();
   // expert_choice_experts-C1.
   if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")))
@@ -593,6 +675,8 @@ LogicalResult ExpertChoiceExpertsOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult SoftMoEOp::verify() {
+  if (failed(verifyTensorLimits(getOperation())))
+    return failure();
   Operation *op = getOperation();
   // soft_moe-C1.
   if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")))

@@ -4,7 +4,9 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// route -> [bpr_sort] -> assign_slots  ==>  fused_route.
+// route -> [bpr_sort] -> assign_slots  ==>  fused_route, placed at the
+// route so that uses of the route's results before the assign_slots (expert
+// statistics, a second dispatch) stay dominated.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +14,7 @@
 
 #include "vmoe/Dialect/VMoE/IR/VMoE.h"
 
+#include "mlir/IR/Dominance.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -48,12 +51,32 @@ struct FuseRouteOrderAssign : OpRewritePattern<AssignSlotsOp> {
       if (user != sort.getOperation())
         return rewriter.notifyMatchFailure(assign, "gates have other users");
 
+    // The fused op replaces the route's ids and weights everywhere, so it
+    // must dominate their uses: it goes at the route when the capacity and
+    // valid-count operands are available there, else at the assign_slots
+    // when no use of the route's results comes before it; otherwise the
+    // rewrite is refused.
+    Operation *insertionPoint = route;
+    DominanceInfo dominance(route->getParentOp());
+    for (Value operand : {assign.getRuntimeCapacity(), assign.getNumValid()})
+      if (operand && !dominance.properlyDominates(operand, route))
+        insertionPoint = assign;
+    if (insertionPoint == assign.getOperation()) {
+      for (Value result : {route.getExpertIds(), route.getWeights()})
+        for (Operation *user : result.getUsers())
+          if (user != assign.getOperation() &&
+              !dominance.properlyDominates(assign.getOperation(), user))
+            return rewriter.notifyMatchFailure(
+                assign, "a use of the route comes before the capacity");
+    }
+
     std::optional<PriorityScore> priority;
     IntegerAttr scoreK;
     if (sort) {
       priority = sort.getScore();
       scoreK = sort.getKAttr();
     }
+    rewriter.setInsertionPoint(insertionPoint);
     auto fused = FusedRouteOp::create(
         rewriter, assign.getLoc(),
         TypeRange{route.getExpertIds().getType(), route.getWeights().getType(),

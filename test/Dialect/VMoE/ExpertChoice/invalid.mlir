@@ -52,9 +52,9 @@ func.func @negative_expert_choice_dynamic_capacity(%x: tensor<1x8x16xf32>, %r: t
 
 // -----
 
-/// expert_choice-C3: B >= 1.
+/// expert_choice-C3: B >= 1 (a zero dimension is caught first by vmoe-C1).
 func.func @negative_expert_choice_zero_capacity(%x: tensor<1x8x16xf32>, %r: tensor<16x4xf32>) {
-  // expected-error @+1 {{'token_ids' must have a static E and B >= 1, got 4x1x0}}
+  // expected-error @+1 {{result #1 dim 2 must be in [1, 16777216], got 0 in 'tensor<4x1x0xi32>'}}
   %g, %t, %s = vmoe.expert_choice %x, %r
       : tensor<1x8x16xf32>, tensor<16x4xf32> -> tensor<1x8x4xf32>, tensor<4x1x0xi32>, tensor<1x8x4xi32>
   return

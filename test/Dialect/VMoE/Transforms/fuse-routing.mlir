@@ -89,3 +89,81 @@ func.func @fuse_masked_padding(%x: tensor<2x16x8xf32>, %r: tensor<8x4xf32>, %b: 
       : tensor<2x16x1xi32>, tensor<2x16xi32> -> tensor<2x16x1xi32>, tensor<4x2x4xi32>, tensor<4x2xi32>
   return %f : tensor<4x2xi32>
 }
+
+// -----
+
+// The ids are read before the assign_slots (the repro of issue 9): the
+// fused op goes at the route, so the early use reads its ids.
+// CHECK-LABEL: func.func @fuse_early_use_of_ids
+// CHECK: %[[IDS:.*]], %{{.*}}, %[[S:.*]], %{{.*}}, %{{.*}} = vmoe.fused_route
+// CHECK-NEXT: %[[FIRST:.*]] = tensor.extract %[[IDS]]
+// CHECK-NOT: vmoe.assign_slots
+// CHECK: return %[[FIRST]], %[[S]]
+func.func @fuse_early_use_of_ids(%x: tensor<1x4x2xf32>, %r: tensor<2x2xf32>) -> (i32, tensor<1x4x1xi32>) {
+  %c0 = arith.constant 0 : index
+  %gates, %ids, %w = vmoe.route %x, %r {k = 1 : i64}
+      : tensor<1x4x2xf32>, tensor<2x2xf32> -> tensor<1x4x2xf32>, tensor<1x4x1xi32>, tensor<1x4x1xf32>
+  %order = vmoe.bpr_sort %gates : tensor<1x4x2xf32> -> tensor<1x4xi32>
+  %first = tensor.extract %ids[%c0, %c0, %c0] : tensor<1x4x1xi32>
+  %s, %e, %f = vmoe.assign_slots %ids, %order
+      : tensor<1x4x1xi32>, tensor<1x4xi32> -> tensor<1x4x1xi32>, tensor<2x1x2xi32>, tensor<2x1xi32>
+  return %first, %s : i32, tensor<1x4x1xi32>
+}
+
+// -----
+
+// One route feeds a vanilla and a BPR assign_slots, the vanilla one first:
+// the BPR one is fused (at the route), the vanilla one reads the fused ids.
+// CHECK-LABEL: func.func @fuse_route_feeding_vanilla_and_bpr
+// CHECK: %[[IDS:.*]], %{{.*}}, %[[S:.*]], %{{.*}}, %{{.*}} = vmoe.fused_route %{{.*}}, %{{.*}} {k = 1 : i64, priority = #vmoe.priority_score<max>}
+// CHECK-NEXT: %[[VS:.*]], %{{.*}}, %{{.*}} = vmoe.assign_slots %[[IDS]] :
+// CHECK-NOT: vmoe.route
+// CHECK: return %[[VS]], %[[S]]
+func.func @fuse_route_feeding_vanilla_and_bpr(%x: tensor<1x4x2xf32>, %r: tensor<2x2xf32>)
+    -> (tensor<1x4x1xi32>, tensor<1x4x1xi32>) {
+  %gates, %ids, %w = vmoe.route %x, %r {k = 1 : i64}
+      : tensor<1x4x2xf32>, tensor<2x2xf32> -> tensor<1x4x2xf32>, tensor<1x4x1xi32>, tensor<1x4x1xf32>
+  %order = vmoe.bpr_sort %gates : tensor<1x4x2xf32> -> tensor<1x4xi32>
+  %vs, %ve, %vf = vmoe.assign_slots %ids
+      : tensor<1x4x1xi32> -> tensor<1x4x1xi32>, tensor<2x1x2xi32>, tensor<2x1xi32>
+  %s, %e, %f = vmoe.assign_slots %ids, %order
+      : tensor<1x4x1xi32>, tensor<1x4xi32> -> tensor<1x4x1xi32>, tensor<2x1x2xi32>, tensor<2x1xi32>
+  return %vs, %s : tensor<1x4x1xi32>, tensor<1x4x1xi32>
+}
+
+// -----
+
+// The capacity is computed after the route: the fused op goes at the
+// assign_slots, where the capacity is available (no earlier use).
+// CHECK-LABEL: func.func @fuse_capacity_after_route
+// CHECK-NOT: vmoe.route
+// CHECK: vmoe.capacity
+// CHECK-NEXT: vmoe.fused_route %{{.*}}, %{{.*}} capacity(
+func.func @fuse_capacity_after_route(%x: tensor<1x4x2xf32>, %r: tensor<2x2xf32>, %c: f64) -> tensor<1x4x1xi32> {
+  %gates, %ids, %w = vmoe.route %x, %r {k = 1 : i64}
+      : tensor<1x4x2xf32>, tensor<2x2xf32> -> tensor<1x4x2xf32>, tensor<1x4x1xi32>, tensor<1x4x1xf32>
+  %b = vmoe.capacity %c {k = 1 : i64, num_experts = 2 : i64, tokens_per_group = 4 : i64, max_capacity = 2 : i64} : f64
+  %s, %e, %f = vmoe.assign_slots %ids capacity(%b)
+      : tensor<1x4x1xi32> -> tensor<1x4x1xi32>, tensor<2x1x2xi32>, tensor<2x1xi32>
+  return %s : tensor<1x4x1xi32>
+}
+
+// -----
+
+/// The capacity is computed after the route and the ids are read before
+/// it: no place dominates both, so the rewrite is refused.
+// CHECK-LABEL: func.func @negative_capacity_after_early_use
+// CHECK: vmoe.route
+// CHECK: vmoe.assign_slots
+// CHECK-NOT: vmoe.fused_route
+func.func @negative_capacity_after_early_use(%x: tensor<1x4x2xf32>, %r: tensor<2x2xf32>, %c: f64)
+    -> (i32, tensor<1x4x1xi32>) {
+  %c0 = arith.constant 0 : index
+  %gates, %ids, %w = vmoe.route %x, %r {k = 1 : i64}
+      : tensor<1x4x2xf32>, tensor<2x2xf32> -> tensor<1x4x2xf32>, tensor<1x4x1xi32>, tensor<1x4x1xf32>
+  %first = tensor.extract %ids[%c0, %c0, %c0] : tensor<1x4x1xi32>
+  %b = vmoe.capacity %c {k = 1 : i64, num_experts = 2 : i64, tokens_per_group = 4 : i64, max_capacity = 2 : i64} : f64
+  %s, %e, %f = vmoe.assign_slots %ids capacity(%b)
+      : tensor<1x4x1xi32> -> tensor<1x4x1xi32>, tensor<2x1x2xi32>, tensor<2x1xi32>
+  return %first, %s : i32, tensor<1x4x1xi32>
+}

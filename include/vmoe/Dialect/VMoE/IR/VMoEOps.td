@@ -143,11 +143,13 @@ def VMoE_CapacityOp : VMoE_Op<"capacity", [Pure]> {
     at run time, with the rule of `vmoe.dispatch` (docs/Dialect.md, sizing):
     `rule(k * tokens_per_group * C / num_experts)` in double precision,
     raised to a multiple of `multiple_of`, then clamped to
-    `[0, max_capacity]`. `C <= 0` or NaN gives 0 (every choice is dropped).
+    `[0, max_capacity]`. At run time `C <= 0` or NaN gives 0 (every choice
+    is dropped); a constant C must be finite and in (0, 4096] (capacity-C2).
     Its result feeds the `capacity` operand of `vmoe.dispatch`, so a compiled
     model can run at a smaller C than it was sized for.
 
-    Rules: capacity-C1 (`k <= num_experts`).
+    Rules: capacity-C1 (`k <= num_experts`), capacity-C2 (a constant ratio
+    is finite and in (0, 4096]).
 
     ```mlir
     %b = vmoe.capacity %c {k = 2 : i64, num_experts = 32 : i64,
