@@ -49,15 +49,17 @@ static MemRefType dynamicStrided(MLIRContext *ctx, int64_t rank, Type element) {
                                                 strides));
 }
 
-/// The declaration of runtime function `name`, created once.
-static func::FuncOp declare(ModuleOp module, StringRef name,
-                            FunctionType type) {
+/// The declaration of runtime function `name`, created once; with
+/// `cInterface` (memref arguments) it is called as `_mlir_ciface_<name>`.
+static func::FuncOp declare(ModuleOp module, StringRef name, FunctionType type,
+                            bool cInterface) {
   if (auto existing = module.lookupSymbol<func::FuncOp>(name))
     return existing;
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
   auto func = func::FuncOp::create(b, module.getLoc(), name, type);
   func.setPrivate();
-  func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  if (cInterface)
+    func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
   return func;
 }
 
@@ -73,7 +75,7 @@ static void lowerExchange(ModuleOp module, OpTy op, StringRef callee) {
   MemRefType ints = dynamicStrided(ctx, 3, i32);
   auto type = FunctionType::get(ctx, {floats, ints, ints, floats,
                                       b.getI64Type()}, {});
-  declare(module, callee, type);
+  declare(module, callee, type, /*cInterface=*/true);
   auto cast = [&](Value memref, MemRefType to) -> Value {
     return memref::CastOp::create(b, loc, to, memref);
   };
@@ -122,7 +124,7 @@ struct ConvertVMoEToMPIRuntimePass
         OpBuilder b(shardOp);
         Location loc = shardOp.getLoc();
         auto rankType = FunctionType::get(&getContext(), {}, b.getI64Type());
-        declare(module, "vmoe_mpi_rank", rankType);
+        declare(module, "vmoe_mpi_rank", rankType, /*cInterface=*/false);
         Value rank = func::CallOp::create(b, loc, "vmoe_mpi_rank",
                                           b.getI64Type(), ValueRange{})
                          .getResult(0);

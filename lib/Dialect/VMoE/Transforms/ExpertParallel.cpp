@@ -54,10 +54,13 @@ static LogicalResult rewriteChain(ExpertFFNOp ffn, DispatchOp dispatch,
   Value rows = ExchangeDispatchOp::create(
       b, loc, expertSide, ffn.getBuffers(), dispatch.getExpertIds(),
       dispatch.getSlots(), ranksAttr, layerAttr);
-  Value y = ExpertFFNOp::create(
-      b, loc, expertSide, rows, shard(b, loc, ffn.getW1(), ranks),
-      shard(b, loc, ffn.getB1(), ranks), shard(b, loc, ffn.getW2(), ranks),
-      shard(b, loc, ffn.getB2(), ranks), ffn.getActivationAttr());
+  // One statement each: the shards appear in operand order.
+  Value w1 = shard(b, loc, ffn.getW1(), ranks);
+  Value b1 = shard(b, loc, ffn.getB1(), ranks);
+  Value w2 = shard(b, loc, ffn.getW2(), ranks);
+  Value b2 = shard(b, loc, ffn.getB2(), ranks);
+  Value y = ExpertFFNOp::create(b, loc, expertSide, rows, w1, b1, w2, b2,
+                                ffn.getActivationAttr());
   Value back = ExchangeCombineOp::create(b, loc, buffersType, y,
                                          dispatch.getExpertIds(),
                                          dispatch.getSlots(), ranksAttr,
@@ -101,13 +104,12 @@ struct VMoEExpertParallelPass
       CombineOp combine;
       if (ffn.getOutput().hasOneUse())
         combine = dyn_cast<CombineOp>(*ffn.getOutput().getUsers().begin());
+      // Anything else (the front end's dense MLPs are one-expert
+      // expert_ffn ops on local rows) runs on every rank as it is.
       if (!dispatch || !combine ||
           combine.getExpertIds() != dispatch.getExpertIds() ||
-          combine.getSlots() != dispatch.getSlots()) {
-        ffn.emitOpError("is not in a dispatch -> expert_ffn -> combine chain "
-                        "(needed by expert parallelism)");
-        return signalPassFailure();
-      }
+          combine.getSlots() != dispatch.getSlots())
+        continue;
       if (failed(rewriteChain(ffn, dispatch, ranks, layer++)))
         return signalPassFailure();
     }

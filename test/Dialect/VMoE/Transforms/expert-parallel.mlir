@@ -76,10 +76,13 @@ func.func @negative_experts_not_divisible(%x: tensor<1x8x4xf32>, %ids: tensor<1x
 
 // -----
 
-/// An expert_ffn outside a dispatch -> combine chain cannot be split.
+/// An expert_ffn outside a dispatch -> combine chain (the front end's dense
+/// MLP) stays local.
+// CHECK-LABEL: func.func @negative_ffn_alone
+// CHECK-NOT: vmoe.exchange
+// CHECK-NOT: vmoe.expert_shard
 func.func @negative_ffn_alone(%buf: tensor<2x1x4x4xf32>, %w1: tensor<2x4x8xf32>, %b1: tensor<2x8xf32>,
     %w2: tensor<2x8x4xf32>, %b2: tensor<2x4xf32>) -> tensor<2x1x4x4xf32> {
-  // expected-error @+1 {{is not in a dispatch -> expert_ffn -> combine chain}}
   %y = vmoe.expert_ffn %buf, %w1, %b1, %w2, %b2
       : tensor<2x1x4x4xf32>, tensor<2x4x8xf32>, tensor<2x8xf32>, tensor<2x8x4xf32>, tensor<2x4xf32>
   return %y : tensor<2x1x4x4xf32>

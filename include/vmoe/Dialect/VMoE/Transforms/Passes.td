@@ -171,8 +171,9 @@ def VMoEExpertParallelPass
     numbering the layers in order (`layer`). Routing, capacity and drops
     stay local, so results are bit for bit those of one process. Run it
     after vmoe-buffer-sizing and before vmoe-fuse-experts (which then leaves
-    the chains alone). Errors: E not divisible by `ranks`; expert choice or
-    Soft MoE layers, and an expert_ffn outside such a chain (not supported
+    the chains alone). An expert_ffn outside such a chain (a dense MLP)
+    stays as it is, computed by every rank on its own rows. Errors: E not
+    divisible by `ranks`; expert choice or Soft MoE layers (not supported
     under expert parallelism).
   }];
   let options = [
