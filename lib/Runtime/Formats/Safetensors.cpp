@@ -148,10 +148,16 @@ public:
   explicit PositionalFile(StringRef path) {
     fd = ::open(path.str().c_str(), O_RDONLY | O_CLOEXEC);
     struct stat info;
-    if (fd >= 0 && ::fstat(fd, &info) == 0)
+    if (fd >= 0 && ::fstat(fd, &info) == 0 && S_ISDIR(info.st_mode))
+      error = EISDIR;
+    else if (fd >= 0 && ::fstat(fd, &info) == 0)
       size = static_cast<uint64_t>(info.st_size);
     else
       error = errno;
+    if (error && fd >= 0) {
+      ::close(fd);
+      fd = -1;
+    }
   }
   ~PositionalFile() {
     if (fd >= 0)
