@@ -3,7 +3,7 @@
 
     /usr/bin/python3 bench/mpi_bench.py [--vmoe-compile build/bin/vmoe-compile]
         [--ranks 1,2,4] [--images 64] [--repeats 3] [--workdir DIR]
-        [--mpirun "mpirun --allow-run-as-root --oversubscribe --mca btl self,vader --bind-to none"]
+        [--mpirun "mpirun --allow-run-as-root --oversubscribe --mca btl self,vader --bind-to none --mca mpi_yield_when_idle 1"]
 
 Writes V-MoE-S/32-shaped random weights (bench/model_bench.py: 224x224,
 patch 32, D 512, depth 8, E 32, k 2, BPR, 8 images per group) and random
@@ -61,7 +61,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workdir")
     parser.add_argument("--mpirun", default="mpirun --allow-run-as-root "
-                        "--oversubscribe --mca btl self,vader --bind-to none")
+                        "--oversubscribe --mca btl self,vader --bind-to none "
+                        "--mca mpi_yield_when_idle 1")
     args = parser.parse_args()
     from model_bench import prepare_model
 

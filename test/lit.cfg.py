@@ -117,7 +117,7 @@ if _mpirun and os.path.exists(_mpi_link):
     config.substitutions.append(
         ("%mpirun",
          _mpirun + " --allow-run-as-root --oversubscribe --mca btl self,vader"
-         " --bind-to none"))
+         " --bind-to none --mca mpi_yield_when_idle 1"))
 elif os.environ.get("VMOE_REQUIRE_MPI") == "1":
     lit_config.fatal("VMOE_REQUIRE_MPI=1 but " +
                      ("the build has no MPI runtime (" + _mpi_link + ")"

@@ -312,7 +312,9 @@ static double median(std::vector<double> values) {
 /// throughput and batch latency.
 static int runBenchmark(vmoe_model *model, llvm::ArrayRef<float> images,
                         int64_t numImages, double ratio, unsigned runs) {
-  int64_t batch = vmoe_model_batch_images(model);
+  // Under MPI one call runs one batch on every rank (one step).
+  int64_t batch = vmoe_model_batch_images(model) *
+                  (getDistribution() ? getDistribution()->size() : 1);
   int64_t imageSize = vmoe_model_channels(model) * vmoe_model_height(model) *
                       vmoe_model_width(model);
   std::vector<float> logits(batch * vmoe_model_classes(model));
