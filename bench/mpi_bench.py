@@ -11,8 +11,8 @@ PNG images, compiles the one-process executable and one per R with
 `vmoe-compile --expert-parallel R`, and runs each on all images with one
 OpenMP thread per process (`--threads 1`), `--repeats` times (median).
 Checks that every run prints what one process prints (logits to the last
-bit), then reports per R: wall time of the whole run (mpirun start-up
-included), images/s, and from each rank's `mpi:` report the run time, the
+bit), then reports per R: wall time of the whole run (weights loading and
+mpirun start-up included), images/s, and from each rank's `mpi:` report the run time, the
 share of it inside MPI calls, bytes sent per rank and layer, expert
 weights read and peak resident memory per rank.
 
@@ -75,8 +75,15 @@ def main():
              "--print-logits", "--threads", "1"]
     expected, _ = run([one] + flags)
     times = [run([one] + flags)[1] for _ in range(args.repeats)]
+    # Peak RSS of the one-process run: a wrapper whose only child it is.
+    peak = subprocess.run(
+        [sys.executable, "-c",
+         "import resource, subprocess, sys; subprocess.run(sys.argv[1:], "
+         "stdout=subprocess.DEVNULL, check=True); print(resource.getrusage("
+         "resource.RUSAGE_CHILDREN).ru_maxrss)", one] + flags,
+        capture_output=True, text=True, check=True).stdout.strip()
     cores = os.cpu_count() or 1
-    rows = [("1 process", statistics.median(times), None)]
+    rows = [("1 process", statistics.median(times), int(peak) * 1024)]
     for ranks in [int(r) for r in args.ranks.split(",")]:
         exe = os.path.join(folder, f"ep{ranks}")
         run([args.vmoe_compile, desc, "-o", exe,
@@ -114,8 +121,9 @@ def main():
     print("|---|---|---|---|---|---|---|")
     for label, seconds, info in rows:
         ips = args.images / seconds
-        if info is None:
-            print(f"| {label} | {seconds:.2f} | {ips:.1f} | - | - | - | - |")
+        if isinstance(info, int):
+            print(f"| {label} | {seconds:.2f} | {ips:.1f} | - | - | all | "
+                  f"{info / 1e6:.0f} |")
             continue
         ranks_info, layers = info
         per_rank = ", ".join(f"{r['run']:.0f} / {r['share']:.1f}%"
