@@ -15,6 +15,7 @@ PACKAGES=(
   python3-pip python3-venv python3-setuptools    # pip install ./python
   libopenblas0-pthread                           # fast BLAS for torch (bench/)
   python3-sklearn python3-matplotlib             # digits data set, plots
+  openmpi-bin libopenmpi-dev                     # expert parallelism (MPI)
 )
 
 missing=()

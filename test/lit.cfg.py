@@ -104,3 +104,22 @@ config.substitutions.append(
      os.path.join(config.mlir_lib_dir, "libmlir_c_runner_utils" + config.llvm_shlib_ext)))
 config.substitutions.append(
     ("%vmoe_plugin", os.path.join(config.vmoe_lib_dir, "VMoEPlugin" + config.llvm_shlib_ext)))
+
+# Expert parallel executables run under mpirun (test/Integration/MPI): the
+# feature needs mpirun and a build with the MPI runtime. With
+# VMOE_REQUIRE_MPI=1 (scripts/test.sh, CI) a missing MPI fails the suite
+# instead of reporting those tests unsupported.
+_mpirun = shutil.which("mpirun")
+_mpi_link = os.path.join(config.vmoe_lib_dir, "vmoe_mpi_runtime.link")
+if _mpirun and os.path.exists(_mpi_link):
+    config.available_features.add("mpi")
+    # Root in containers, more ranks than cores, shared memory only.
+    config.substitutions.append(
+        ("%mpirun",
+         _mpirun + " --allow-run-as-root --oversubscribe --mca btl self,vader"
+         " --bind-to none --mca mpi_yield_when_idle 1"))
+elif os.environ.get("VMOE_REQUIRE_MPI") == "1":
+    lit_config.fatal("VMOE_REQUIRE_MPI=1 but " +
+                     ("the build has no MPI runtime (" + _mpi_link + ")"
+                      if _mpirun else "mpirun is not installed") +
+                     ": run scripts/setup.sh and reconfigure")

@@ -29,6 +29,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
@@ -91,6 +92,25 @@ mlir::vmoe::frontend::validateBuildOptions(const ModelDescription &model,
                  ::vmoe::formatShortest(model.moe.capacityRatio));
   if (llvm::Error e = checkBuildSizes(model, options))
     return e;
+  if (options.expertParallel < 0)
+    return error("expert-parallel: must be >= 1");
+  if (options.expertParallel > 0) {
+    if (options.target != "cpu")
+      return error("expert-parallel: only the cpu target runs over MPI");
+    for (int64_t block : model.moeBlocks()) {
+      MoESettings layer = model.layerSettings(block);
+      if (layer.routing == "expert_choice" || layer.routing == "soft")
+        return error("expert-parallel: MoE block " + llvm::Twine(block) +
+                     " uses " + layer.routing +
+                     " routing; expert parallelism supports token choice "
+                     "layers (vanilla, bpr) only");
+    }
+    if (!model.moeBlocks().empty() &&
+        model.moe.numExperts % options.expertParallel != 0)
+      return error("expert-parallel: " + llvm::Twine(model.moe.numExperts) +
+                   " experts are not divisible by " +
+                   llvm::Twine(options.expertParallel) + " ranks");
+  }
   if (model.moe.capacity)
     return llvm::Error::success();
   for (int64_t block : model.moeBlocks()) {
@@ -136,11 +156,21 @@ std::string mlir::vmoe::frontend::buildManifest(const ModelDescription &model,
   }
   llvm::json::Array tensors;
   std::vector<WeightTensor> layout = weightLayout(model);
-  for (const WeightTensor &tensor : layout)
-    tensors.push_back(
-        llvm::json::Object{{"name", tensor.name},
-                           {"shape", llvm::json::Array(tensor.shape)},
-                           {"offset", tensor.offset}});
+  // Under expert parallelism a rank reads only its rows (experts) of the
+  // expert tensors.
+  llvm::StringSet<> sharded;
+  if (options.expertParallel > 0)
+    for (int64_t block : model.moeBlocks())
+      for (const char *name : {"w1", "b1", "w2", "b2"})
+        sharded.insert("blocks." + std::to_string(block) + ".moe." + name);
+  for (const WeightTensor &tensor : layout) {
+    llvm::json::Object entry{{"name", tensor.name},
+                             {"shape", llvm::json::Array(tensor.shape)},
+                             {"offset", tensor.offset}};
+    if (sharded.contains(tensor.name))
+      entry["expert_sharded"] = true;
+    tensors.push_back(std::move(entry));
+  }
   llvm::json::Object manifest{
       {"format", "vmoe-compiled-model"},
       {"version", 1},
@@ -159,6 +189,7 @@ std::string mlir::vmoe::frontend::buildManifest(const ModelDescription &model,
       {"max_capacity_ratio", maxCapacityRatio(model, options)},
       {"moe_layers", std::move(layers)},
       {"weights_size", weightsSize(layout)},
+      {"expert_parallel", options.expertParallel},
       {"tensors", std::move(tensors)}};
   std::string text;
   llvm::raw_string_ostream os(text);

@@ -43,6 +43,13 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
   VMoEBufferSizingPassOptions sizing;
   sizing.capacityRatio = options.capacityRatio;
   pm.addNestedPass<func::FuncOp>(createVMoEBufferSizingPass(sizing));
+  // Expert parallelism first: the fusions then leave its chains alone.
+  if (options.expertParallel > 0) {
+    VMoEExpertParallelPassOptions split;
+    split.ranks = options.expertParallel;
+    pm.addNestedPass<func::FuncOp>(createVMoEExpertParallelPass(split));
+  }
+  pm.addPass(createConvertVMoEToMPIRuntimePass());
   if (options.fuse) {
     pm.addNestedPass<func::FuncOp>(createVMoEFuseExpertsPass());
     pm.addNestedPass<func::FuncOp>(createVMoEFuseRoutingPass());

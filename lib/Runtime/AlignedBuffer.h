@@ -41,7 +41,9 @@ public:
   /// in CUDA managed memory that kernels read (needs the GPU runtime).
   /// Returns false, leaving the buffer empty, when the size overflows or
   /// memory runs out.
-  bool allocate(size_t count, bool device = false) {
+  /// With `zero` false the memory is left as the allocator returns it
+  /// (untouched pages stay unmapped: an expert parallel rank's weights).
+  bool allocate(size_t count, bool device = false, bool zero = true) {
     data.reset();
     size = 0;
     if (count > (std::numeric_limits<size_t>::max() - kAlignment) / sizeof(T))
@@ -55,7 +57,8 @@ public:
                           : std::aligned_alloc(kAlignment, bytes);
     if (!memory)
       return false;
-    std::memset(memory, 0, bytes);
+    if (zero)
+      std::memset(memory, 0, bytes);
     data = std::unique_ptr<T, Free>(static_cast<T *>(memory), Free{device});
     size = count;
     return true;

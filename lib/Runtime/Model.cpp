@@ -17,6 +17,7 @@
 
 #include "Model.h"
 
+#include "Distributed.h"
 #include "ModelInterface.h"
 #include "Formats/PngImage.h"
 #include "Formats/Safetensors.h"
@@ -30,6 +31,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 using namespace vmoe;
 using namespace vmoe::runtime;
@@ -55,15 +57,43 @@ llvm::Expected<std::unique_ptr<Model>> Model::load(StringRef manifestJson,
     if (vmoe_cuda_available(error, sizeof(error)) != 0)
       return llvm::createStringError(Twine("no usable GPU: ") + error);
   }
-  if (!model->weights.allocate(m.weightsSize, device))
+  // An expert parallel model reads only its rank's experts: the rest of
+  // the expert tensors is never written or read, so it is not zeroed
+  // (those pages stay unmapped).
+  int rank = 0, ranks = 1;
+  Distribution *distribution = getDistribution();
+  if (m.expertParallel > 0) {
+    int processes = distribution ? distribution->size() : 1;
+    if (!distribution || processes != m.expertParallel)
+      return llvm::createStringError(
+          "this model splits its experts over " + Twine(m.expertParallel) +
+          " processes (--expert-parallel); run it with mpirun -np " +
+          Twine(m.expertParallel) + ", not " + Twine(processes) +
+          " process(es)");
+    rank = distribution->rank();
+    ranks = processes;
+  }
+  if (!model->weights.allocate(m.weightsSize, device,
+                               /*zero=*/m.expertParallel == 0))
     return llvm::createStringError("cannot allocate " + Twine(m.weightsSize) +
                                    " floats for the weights");
   if (!model->batchImages.allocate(m.batchImages * m.imageSize(), device) ||
       !model->batchLogits.allocate(m.batchImages * m.classes, device) ||
       !model->batchStats.allocate(m.statsSize(), device))
     return llvm::createStringError("cannot allocate the batch buffers");
-  if (llvm::Error error = loadSafetensors(weightsPath, m, model->weights.get()))
+  if (llvm::Error error = loadSafetensors(weightsPath, m, model->weights.get(),
+                                         rank, ranks))
     return std::move(error);
+  if (distribution) {
+    distribution->weightBytesRead = distribution->expertBytesRead = 0;
+    for (const TensorInfo &tensor : m.tensors) {
+      int64_t bytes = tensor.numElements * static_cast<int64_t>(sizeof(float));
+      if (tensor.expertSharded)
+        distribution->expertBytesRead += bytes / ranks;
+      distribution->weightBytesRead +=
+          tensor.expertSharded ? bytes / ranks : bytes;
+    }
+  }
   return model;
 }
 
@@ -126,6 +156,40 @@ static MemRefDescriptor<T, Rank> makeDescriptor(T *data,
   return descriptor;
 }
 
+llvm::Error Model::runBatch(const float *images, int64_t real,
+                            double ratio) {
+  const Manifest &m = manifest;
+  int64_t batch = m.batchImages, imageSize = m.imageSize();
+  int64_t numLayers = static_cast<int64_t>(m.moeLayers.size());
+  float *batchData = batchImages.get();
+  if (real > 0)
+    std::memcpy(batchData, images, sizeof(float) * real * imageSize);
+  std::fill_n(batchData + real * imageSize, (batch - real) * imageSize, 0.0f);
+  // A batch without images (a rank with none left) routes nothing in
+  // either mode: the one-process run has no such batch.
+  int64_t validImages =
+      padding == Padding::Masked || real == 0 ? real : batch;
+  std::fill_n(batchLogits.get(), batch * m.classes, 0.0f);
+  std::fill_n(batchStats.get(), m.statsSize(), 0);
+
+  F32x4 imagesDesc = makeDescriptor<float, 4>(
+      batchData, {batch, m.channels, m.height, m.width});
+  F32x1 weightsDesc = makeDescriptor<float, 1>(weights.get(), {m.weightsSize});
+  F32x2 logitsDesc =
+      makeDescriptor<float, 2>(batchLogits.get(), {batch, m.classes});
+  I32x2 statsDesc = makeDescriptor<int32_t, 2>(
+      batchStats.get(), {numLayers, m.numExperts() + 1});
+  _mlir_ciface_vmoe_forward(&imagesDesc, &weightsDesc, ratio, validImages,
+                            &logitsDesc, &statsDesc);
+  if (manifest.target == "cuda") {
+    char error[512];
+    if (vmoe_cuda_synchronize() != 0 &&
+        vmoe_cuda_last_error(error, sizeof(error)) != 0)
+      return llvm::createStringError(Twine("GPU: ") + error);
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error Model::forward(const float *images, int64_t count, double ratio,
                            float *logits, int32_t *stats) {
   if (count < 0)
@@ -144,39 +208,46 @@ llvm::Error Model::forward(const float *images, int64_t count, double ratio,
   int64_t statsSize = m.statsSize();
   llvm::SmallVector<int64_t> statsTotal(statsSize, 0);
   int64_t batch = m.batchImages;
-  int64_t numLayers = static_cast<int64_t>(m.moeLayers.size());
-  for (int64_t start = 0; start < count; start += batch) {
-    int64_t real = std::min(batch, count - start);
-    float *batchData = batchImages.get();
-    std::memcpy(batchData, images + start * imageSize,
-                sizeof(float) * real * imageSize);
-    std::fill_n(batchData + real * imageSize, (batch - real) * imageSize,
-                0.0f);
-    int64_t validImages = padding == Padding::Masked ? real : batch;
-    std::fill_n(batchLogits.get(), batch * m.classes, 0.0f);
-    std::fill_n(batchStats.get(), statsSize, 0);
-
-    F32x4 imagesDesc = makeDescriptor<float, 4>(
-        batchData, {batch, m.channels, m.height, m.width});
-    F32x1 weightsDesc =
-        makeDescriptor<float, 1>(weights.get(), {m.weightsSize});
-    F32x2 logitsDesc =
-        makeDescriptor<float, 2>(batchLogits.get(), {batch, m.classes});
-    I32x2 statsDesc = makeDescriptor<int32_t, 2>(
-        batchStats.get(), {numLayers, m.numExperts() + 1});
-    _mlir_ciface_vmoe_forward(&imagesDesc, &weightsDesc, ratio, validImages,
-                              &logitsDesc, &statsDesc);
-    if (manifest.target == "cuda") {
-      char error[512];
-      if (vmoe_cuda_synchronize() != 0 &&
-          vmoe_cuda_last_error(error, sizeof(error)) != 0)
-        return llvm::createStringError(Twine("GPU: ") + error);
-    }
-
-    std::memcpy(logits + start * m.classes, batchLogits.get(),
-                sizeof(float) * real * m.classes);
+  auto accumulate = [&] {
     for (int64_t i = 0; i < statsSize; ++i)
       statsTotal[i] += batchStats.get()[i];
+  };
+  if (m.expertParallel > 0) {
+    // Batch s * R + r of the one-process run is rank r's; every rank runs
+    // every step (the exchanges are collectives), with 0 valid images
+    // when it has none left, and the logits of a step are gathered.
+    Distribution &distribution = *getDistribution();
+    int64_t ranks = distribution.size(), rank = distribution.rank();
+    int64_t step = batch * ranks;
+    std::vector<float> gathered(ranks * batch * m.classes);
+    for (int64_t first = 0; first < count; first += step) {
+      int64_t start = first + rank * batch;
+      int64_t real = std::clamp<int64_t>(count - start, 0, batch);
+      if (llvm::Error error =
+              runBatch(images + std::min(start, count) * imageSize, real,
+                       ratio))
+        distribution.abort(llvm::toString(std::move(error)));
+      accumulate();
+      distribution.gatherAll(batchLogits.get(), batch * m.classes,
+                             gathered.data());
+      for (int64_t r = 0; r < ranks; ++r) {
+        int64_t from = first + r * batch;
+        int64_t n = std::clamp<int64_t>(count - from, 0, batch);
+        std::memcpy(logits + from * m.classes,
+                    gathered.data() + r * batch * m.classes,
+                    sizeof(float) * n * m.classes);
+      }
+    }
+    distribution.sumAll(statsTotal.data(), statsSize);
+  } else {
+    for (int64_t start = 0; start < count; start += batch) {
+      int64_t real = std::min(batch, count - start);
+      if (llvm::Error error = runBatch(images + start * imageSize, real, ratio))
+        return error;
+      std::memcpy(logits + start * m.classes, batchLogits.get(),
+                  sizeof(float) * real * m.classes);
+      accumulate();
+    }
   }
   if (stats)
     for (int64_t i = 0; i < statsSize; ++i)

@@ -66,6 +66,10 @@ public:
 private:
   Model() = default;
 
+  /// Runs one compiled batch: `real` images (the rest padding); leaves
+  /// the logits and statistics in the batch buffers.
+  llvm::Error runBatch(const float *images, int64_t real, double ratio);
+
   Manifest manifest;
   Padding padding = Padding::Masked;
   /// manifest.weightsSize floats.

@@ -123,6 +123,12 @@ cl::opt<int64_t> groupsPerBatch("groups-per-batch",
                                 cl::desc("Routing groups per compiled batch"),
                                 cl::init(1), cl::cat(category));
 
+cl::opt<int64_t> expertParallel(
+    "expert-parallel",
+    cl::desc("Split the experts of each MoE layer over R MPI ranks; the "
+             "executable runs under mpirun -np R (docs/Distributed.md)"),
+    cl::value_desc("R"), cl::init(0), cl::cat(category));
+
 } // namespace
 
 /// Prints `error: <message>` and returns the exit code 1.
@@ -255,6 +261,23 @@ static int link(const char *argv0, llvm::StringRef object) {
   // vmoe_runtime.link (and vmoe_cuda_runtime.link for CUDA models): one
   // argument per line; lines starting with "main:" only for executables.
   std::string linkText = (*buffer)->getBuffer().str();
+  if (expertParallel > 0) {
+    // The MPI main (lib/Runtime/MPI) replaces the runtime's "main:" lines.
+    llvm::SmallString<256> mpiLink(dir);
+    llvm::sys::path::append(mpiLink, "vmoe_mpi_runtime.link");
+    auto mpiBuffer = llvm::MemoryBuffer::getFile(mpiLink);
+    if (!mpiBuffer)
+      return fail("cannot read " + mpiLink + " (this build has no MPI "
+                  "runtime: install openmpi-bin libopenmpi-dev and "
+                  "reconfigure)");
+    std::string kept;
+    llvm::SmallVector<llvm::StringRef> runtimeLines;
+    llvm::StringRef(linkText).split(runtimeLines, '\n', -1, false);
+    for (llvm::StringRef line : runtimeLines)
+      if (!line.trim().starts_with("main:"))
+        kept += line.str() + "\n";
+    linkText = (*mpiBuffer)->getBuffer().str() + "\n" + kept;
+  }
   if (target == "cuda") {
     llvm::SmallString<256> cudaLink(dir);
     llvm::sys::path::append(cudaLink, "vmoe_cuda_runtime.link");
@@ -340,6 +363,12 @@ int main(int argc, char **argv) {
     options.groupsPerBatch = groupsPerBatch;
     options.maxCapacityRatio = maxCapacityRatio;
     options.target = target;
+    options.expertParallel = expertParallel;
+    if (expertParallel.getNumOccurrences() && expertParallel < 1)
+      return fail("--expert-parallel: must be >= 1");
+    if (expertParallel > 0 && emit == Emit::Lib)
+      return fail("--expert-parallel: needs --emit=exe (the MPI main) or an "
+                  "earlier stage, not --emit=lib");
     if (llvm::Error e = frontend::validateBuildOptions(*model, options))
       return fail(inputFile + ": " + llvm::toString(std::move(e)));
     module = frontend::buildModelModule(context, *model, options);
@@ -380,6 +409,7 @@ int main(int argc, char **argv) {
   } else {
     vmoe::VMoECPUPipelineOptions pipeline;
     pipeline.parallel = parallel;
+    pipeline.expertParallel = expertParallel;
     pipeline.vectorWidth = vectorWidth ? vectorWidth
                            : (*machine)->getMCSubtargetInfo()->checkFeatures(
                                  "+avx512f")

@@ -99,4 +99,27 @@ def VMoEVectorizeContractionsPass
   ];
 }
 
+def ConvertVMoEToMPIRuntimePass
+    : Pass<"convert-vmoe-to-mpi-runtime", "::mlir::ModuleOp"> {
+  let summary = "Lower the expert parallelism ops to calls of the MPI runtime";
+  let description = [{
+    `vmoe.expert_shard` becomes a `tensor.extract_slice` at
+    `vmoe_mpi_rank() * E / ranks`; `vmoe.exchange_dispatch` and
+    `vmoe.exchange_combine` become calls of
+    `vmoe_mpi_exchange_dispatch` / `vmoe_mpi_exchange_combine` (C interface,
+    lib/Runtime/MPI/Exchange.cpp) on the operands' buffers and a fresh
+    result buffer. The runtime exchanges the filled-row counts with
+    `MPI_Alltoall` and the rows with `MPI_Alltoallv`; MLIR 22's `mpi`
+    dialect has no all-to-all, hence the calls. Modules without these ops
+    are left alone. Runs before convert-vmoe-to-scf.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::func::FuncDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
 #endif // VMOE_CONVERSION_PASSES_TD

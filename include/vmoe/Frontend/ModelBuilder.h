@@ -37,6 +37,9 @@ struct BuildOptions {
   /// Where the compiled code runs: "cpu" or "cuda" (recorded in the
   /// manifest: the runtime gives a CUDA model managed memory).
   std::string target = "cpu";
+  /// MPI ranks the experts of each MoE layer are split over (0: one
+  /// process); recorded in the manifest, see docs/Distributed.md.
+  int64_t expertParallel = 0;
 };
 
 /// Images per compiled batch.

@@ -54,6 +54,12 @@ struct VMoECPUPipelineOptions
       llvm::cl::desc("Vectors per row of the register tile (0: 3 for 16 "
                      "lanes, else 2)"),
       llvm::cl::init(0)};
+  PassOptions::Option<int64_t> expertParallel{
+      *this, "expert-parallel",
+      llvm::cl::desc("Split the experts of each token choice MoE layer over "
+                     "this many MPI ranks (0: one process; "
+                     "docs/Distributed.md)"),
+      llvm::cl::init(0)};
 };
 
 /// vmoe (tensors) -> LLVM dialect for the host CPU: buffer sizing, the vmoe

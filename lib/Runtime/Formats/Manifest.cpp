@@ -266,6 +266,14 @@ readTensor(const json::Value &value, std::string path, std::string &error) {
   TensorInfo tensor;
   tensor.name = name->str();
   tensor.offset = *offset;
+  if (const json::Value *sharded = object->get("expert_sharded")) {
+    std::optional<bool> flag = sharded->getAsBoolean();
+    if (!flag) {
+      reader.fail("expert_sharded", "must be a boolean");
+      return std::nullopt;
+    }
+    tensor.expertSharded = *flag;
+  }
   tensor.numElements = 1;
   for (const auto &[index, dimValue] : llvm::enumerate(*shape)) {
     std::optional<int64_t> dim = dimValue.getAsInteger();
@@ -425,7 +433,12 @@ static void readManifest(const json::Object &object, Manifest &manifest,
     }
   }
 
-  manifest.weightsSize = reader.getInt("weights_size", 0, limits::kMaxTotalWeights).value_or(0);
+  manifest.weightsSize =
+      reader.getInt("weights_size", 0, limits::kMaxTotalWeights).value_or(0);
+  // Optional: manifests before expert parallelism have none.
+  if (reader.has("expert_parallel"))
+    manifest.expertParallel =
+        reader.getInt("expert_parallel", 0, 1 << 20).value_or(0);
   if (const json::Array *tensors = reader.getArray("tensors")) {
     for (const auto &[index, value] : llvm::enumerate(*tensors)) {
       std::optional<TensorInfo> tensor =

@@ -37,6 +37,9 @@ struct TensorInfo {
   int64_t offset = 0;
   /// Product of `shape`.
   int64_t numElements = 0;
+  /// An expert tensor (dim 0: experts) of which each rank of an expert
+  /// parallel model reads only its experts' rows.
+  bool expertSharded = false;
 };
 
 /// One MoE layer: what the runtime needs to check a capacity ratio.
@@ -87,6 +90,8 @@ struct Manifest {
   /// Floats in the weights buffer.
   int64_t weightsSize = 0;
   std::vector<TensorInfo> tensors;
+  /// MPI ranks the experts are split over (0: a one-process model).
+  int64_t expertParallel = 0;
 
   /// Floats per image: channels * height * width.
   int64_t imageSize() const { return channels * height * width; }

@@ -16,21 +16,26 @@
 
 #include "Manifest.h"
 
-#include "vmoe/Support/BoundedJson.h"
-
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/Twine.h"
+#include "vmoe/Support/BoundedJson.h"
+
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MathExtras.h"
-#include "llvm/Support/MemoryBuffer.h"
 
+#include <cerrno>
 #include <cstring>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <optional>
 #include <string>
 
@@ -181,23 +186,79 @@ static llvm::Error checkCoverage(const SafetensorsReader &reader,
   return llvm::Error::success();
 }
 
+namespace {
+/// A file read by offset (pread), so that a rank of an expert parallel
+/// model reads only the bytes of its tensors and experts.
+class PositionalFile {
+public:
+  explicit PositionalFile(StringRef path) {
+    fd = ::open(path.str().c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat info;
+    if (fd >= 0 && ::fstat(fd, &info) == 0 && S_ISDIR(info.st_mode))
+      error = EISDIR;
+    else if (fd >= 0 && ::fstat(fd, &info) == 0)
+      size = static_cast<uint64_t>(info.st_size);
+    else
+      error = errno;
+    if (error && fd >= 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ~PositionalFile() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+  PositionalFile(const PositionalFile &) = delete;
+  PositionalFile &operator=(const PositionalFile &) = delete;
+
+  /// errno of open/fstat, 0 when the file is open.
+  int openError() const { return fd < 0 ? error : 0; }
+  uint64_t getSize() const { return size; }
+
+  /// Reads `length` bytes at `offset`; false on a short read or error.
+  bool read(uint64_t offset, uint64_t length, char *out) const {
+    while (length > 0) {
+      ssize_t got = ::pread(fd, out, length, static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got <= 0)
+        return false;
+      out += got;
+      offset += static_cast<uint64_t>(got);
+      length -= static_cast<uint64_t>(got);
+    }
+    return true;
+  }
+
+private:
+  int fd = -1;
+  int error = 0;
+  uint64_t size = 0;
+};
+} // namespace
+
 llvm::Error vmoe::runtime::loadSafetensors(StringRef path,
                                            const Manifest &manifest,
-                                           float *weights) {
+                                           float *weights, int rank,
+                                           int ranks) {
   SafetensorsReader reader(path);
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
-  if (!file)
-    return reader.fail("cannot read weights: " + file.getError().message());
-  StringRef bytes = (*file)->getBuffer();
+  PositionalFile file(path);
+  if (int error = file.openError())
+    return reader.fail("cannot read weights: " +
+                       std::error_code(error, std::generic_category())
+                           .message());
+  uint64_t fileSize = file.getSize();
 
-  if (bytes.size() < 8)
-    return reader.fail("file is " + Twine(bytes.size()) +
+  if (fileSize < 8)
+    return reader.fail("file is " + Twine(fileSize) +
                        " bytes, too short for a safetensors header");
+  char lengthBytes[8];
+  if (!file.read(0, 8, lengthBytes))
+    return reader.fail("cannot read the header length");
   uint64_t headerSize =
-      llvm::support::endian::read64le(bytes.data()); // Unaligned read.
-  uint64_t available = bytes.size() - 8;
+      llvm::support::endian::read64le(lengthBytes); // Unaligned read.
+  uint64_t available = fileSize - 8;
   if (headerSize > kMaxSafetensorsHeaderSize)
     return reader.fail(
         "header length " + Twine(headerSize) + " exceeds the limit of " +
@@ -206,9 +267,11 @@ llvm::Error vmoe::runtime::loadSafetensors(StringRef path,
     return reader.fail("header length " + Twine(headerSize) + " exceeds the " +
                        Twine(available) +
                        " bytes after it: truncated or not a safetensors file");
+  std::string headerText(headerSize, '\0');
+  if (!file.read(8, headerSize, headerText.data()))
+    return reader.fail("cannot read the header");
 
-  llvm::Expected<json::Value> header = 
-      vmoe::parseBoundedJson(bytes.substr(8, headerSize));
+  llvm::Expected<json::Value> header = vmoe::parseBoundedJson(headerText);
   if (!header)
     return reader.fail("header is not valid JSON: " +
                        llvm::toString(header.takeError()));
@@ -235,7 +298,7 @@ llvm::Error vmoe::runtime::loadSafetensors(StringRef path,
     if (!expected.count(name))
       return reader.fail("unexpected tensor '" + name + "' (not in the model)");
 
-  const char *data = bytes.data() + 8 + headerSize;
+  uint64_t dataStart = 8 + headerSize;
   uint64_t dataSize = available - headerSize;
   struct Checked {
     StringRef name;
@@ -266,11 +329,23 @@ llvm::Error vmoe::runtime::loadSafetensors(StringRef path,
   if (llvm::Error e = checkCoverage(reader, checked, dataSize))
     return e;
   for (const Checked &c : checked) {
+    const TensorInfo &tensor = *c.tensor;
+    uint64_t bytesNeeded = c.entry.end - c.entry.begin;
     // Safetensors data is little-endian, as are the hosts we target.
     static_assert(llvm::endianness::native == llvm::endianness::little,
                   "big-endian hosts would need a byte swap");
-    std::memcpy(weights + c.tensor->offset, data + c.entry.begin,
-                c.entry.end - c.entry.begin);
+    // An expert tensor of an expert parallel model: only this rank's rows
+    // (experts) of dim 0; the manifest's ranks divide it.
+    uint64_t first = 0, length = bytesNeeded;
+    if (tensor.expertSharded && ranks > 1 && !tensor.shape.empty()) {
+      uint64_t rowBytes = bytesNeeded / static_cast<uint64_t>(tensor.shape[0]);
+      uint64_t rows = static_cast<uint64_t>(tensor.shape[0] / ranks);
+      first = rowBytes * rows * static_cast<uint64_t>(rank);
+      length = rowBytes * rows;
+    }
+    if (!file.read(dataStart + c.entry.begin + first, length,
+                   reinterpret_cast<char *>(weights + tensor.offset) + first))
+      return reader.fail("cannot read tensor '" + c.name + "'");
   }
   return llvm::Error::success();
 }

@@ -28,9 +28,12 @@ struct Manifest;
 constexpr uint64_t kMaxSafetensorsHeaderSize = 100'000'000;
 
 /// Copies the tensors of the safetensors file `path` into `weights`, which
-/// holds `manifest.weightsSize` floats. Errors read "<path>: <problem>".
+/// holds `manifest.weightsSize` floats, reading by offset. With `ranks` > 1,
+/// of each expert sharded tensor only the rows (experts) of rank `rank` are
+/// read; the rest of the tensor is left untouched. Errors read "<path>:
+/// <problem>".
 llvm::Error loadSafetensors(llvm::StringRef path, const Manifest &manifest,
-                            float *weights);
+                            float *weights, int rank = 0, int ranks = 1);
 
 } // namespace vmoe::runtime
 

@@ -17,7 +17,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Main.h"
+
 #include "ImageList.h"
+#include "../Distributed.h"
 
 #include "vmoe/Dialect/VMoE/IR/Capacity.h"
 #include "vmoe/Runtime/vmoe_runtime.h"
@@ -123,9 +126,10 @@ constexpr size_t kErrorSize = 1024;
 
 } // namespace
 
-/// Prints "error: <message>" on stderr; returns the exit status 1.
+/// Prints "error: <message>" on stderr (naming the rank under MPI);
+/// returns the exit status 1.
 static int fail(const Twine &message) {
-  llvm::errs() << "error: " << message << "\n";
+  llvm::errs() << "error: " << rankPrefix() << message << "\n";
   return 1;
 }
 
@@ -309,7 +313,9 @@ static double median(std::vector<double> values) {
 /// throughput and batch latency.
 static int runBenchmark(vmoe_model *model, llvm::ArrayRef<float> images,
                         int64_t numImages, double ratio, unsigned runs) {
-  int64_t batch = vmoe_model_batch_images(model);
+  // Under MPI one call runs one batch on every rank (one step).
+  int64_t batch = vmoe_model_batch_images(model) *
+                  (getDistribution() ? getDistribution()->size() : 1);
   int64_t imageSize = vmoe_model_channels(model) * vmoe_model_height(model) *
                       vmoe_model_width(model);
   std::vector<float> logits(batch * vmoe_model_classes(model));
@@ -333,6 +339,8 @@ static int runBenchmark(vmoe_model *model, llvm::ArrayRef<float> images,
         std::chrono::duration<double>(Clock::now() - runStart).count();
     imagesPerSecond.push_back(numImages / std::max(seconds, 1e-9));
   }
+  if (!isPrintingProcess())
+    return 0;
   llvm::outs() << "bench: " << runs << " runs of " << numImages
                << " images in batches of " << batch << ": median "
                << llvm::format("%.1f", median(imagesPerSecond)) << " images/s, "
@@ -418,24 +426,33 @@ static int run(const Options &options) {
   }
 
   // All images first, so that a bad one stops the run before any output.
+  // Under MPI a process reads only the images of its batches.
   auto numImages = static_cast<int64_t>(entries.size());
   int64_t imageSize = vmoe_model_channels(model.get()) *
                       vmoe_model_height(model.get()) *
                       vmoe_model_width(model.get());
+  int64_t batch = vmoe_model_batch_images(model.get());
   std::vector<float> images(numImages * imageSize);
   for (const auto &[index, entry] : llvm::enumerate(entries))
-    if (vmoe_load_png(model.get(), entry.path.c_str(),
+    if (ownsImage(static_cast<int64_t>(index), batch) &&
+        vmoe_load_png(model.get(), entry.path.c_str(),
                       images.data() + index * imageSize, error, sizeof(error)))
       return fail(error);
+  // Under MPI: every process is ready, or all stop (the failing one said
+  // why).
+  if (!agreeToRun(true))
+    return 1;
 
   std::vector<float> logits(numImages * vmoe_model_classes(model.get()));
   std::vector<int32_t> stats(vmoe_model_stats_size(model.get()));
   if (vmoe_model_forward(model.get(), images.data(), numImages, ratio,
                          logits.data(), stats.data(), error, sizeof(error)))
     return fail(error);
-  printResults(options, model.get(), entries, logits, ratio);
-  if (options.stats)
-    printRoutingStats(model.get(), stats, numImages, ratio);
+  if (isPrintingProcess()) {
+    printResults(options, model.get(), entries, logits, ratio);
+    if (options.stats)
+      printRoutingStats(model.get(), stats, numImages, ratio);
+  }
   if (options.bench > 0)
     return runBenchmark(model.get(), images, numImages, ratio, options.bench);
   return 0;
@@ -451,7 +468,7 @@ static void keepFreedMemory() {
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 }
 
-int main(int argc, char **argv) {
+int vmoe::runtime::runMain(int argc, char **argv) {
   keepFreedMemory();
   // LLVMSupport registers --stats (LLVM's statistics) on first use of the
   // option registry; the model's --stats takes its place.

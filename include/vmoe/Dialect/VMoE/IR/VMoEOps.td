@@ -695,4 +695,109 @@ def VMoE_SoftMoEOp : VMoE_Op<"soft_moe", [Pure,
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Expert parallelism (docs/Distributed.md): ExpertShardOp, ExchangeDispatchOp,
+// ExchangeCombineOp
+//===----------------------------------------------------------------------===//
+
+def VMoE_ExpertShardOp : VMoE_Op<"expert_shard", [Pure,
+    AllElementTypesMatch<["experts", "shard"]>]> {
+  let summary = "The experts of this process's rank (expert parallelism)";
+  let description = [{
+    With the E experts of a layer split over `ranks` processes (SPEC §10),
+    rank r owns the experts `r * E / ranks ... (r + 1) * E / ranks - 1`:
+    `shard[j, ...] = experts[r * E / ranks + j, ...]`. The rank is a
+    constant of the running process (its MPI rank), which keeps the op
+    pure. Created by `vmoe-expert-parallel` on the weights of
+    `vmoe.expert_ffn`.
+
+    Rules: expert_shard-C1 (experts has rank >= 1, static dim 0 E divisible
+    by `ranks`), expert_shard-C2 (shard is `E / ranks x ...` with the other
+    dims of experts).
+
+    ```mlir
+    %w1r = vmoe.expert_shard %w1 {ranks = 2 : i64}
+        : tensor<8x10x512xf32> -> tensor<4x10x512xf32>
+    ```
+  }];
+  let arguments = (ins
+    VMoE_FloatTensor:$experts,
+    ConfinedAttr<I64Attr, [IntPositive]>:$ranks
+  );
+  let results = (outs VMoE_FloatTensor:$shard);
+  let assemblyFormat = "$experts attr-dict `:` type($experts) `->` type($shard)";
+  let hasVerifier = 1;
+}
+
+class VMoE_ExchangeOp<string mnemonic> : VMoE_Op<mnemonic,
+    [AllElementTypesMatch<["input", "output"]>]> {
+  let arguments = (ins
+    VMoE_FloatTensor:$input,
+    VMoE_I32Tensor:$expert_ids,
+    VMoE_I32Tensor:$slots,
+    ConfinedAttr<I64Attr, [IntPositive]>:$ranks,
+    ConfinedAttr<I64Attr, [IntNonNegative]>:$layer
+  );
+  let results = (outs VMoE_FloatTensor:$output);
+  let assemblyFormat = [{
+    $input `,` $expert_ids `,` $slots attr-dict `:` type($input) `,`
+    type($expert_ids) `,` type($slots) `->` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
+def VMoE_ExchangeDispatchOp : VMoE_ExchangeOp<"exchange_dispatch"> {
+  let summary = "All-to-all: dispatched rows to the ranks owning their experts";
+  let description = [{
+    Expert parallelism over `ranks` processes (SPEC §10), each holding G
+    routing groups of its own tokens. `input` is this rank's
+    `vmoe.dispatch` buffers (`E x G x B x D`); `expert_ids` and `slots`
+    (`G x S x k`) are its routing, which tells how many rows of each
+    (expert, group) are filled: `fill[e, g]` = the kept choices of group g
+    with expert e. Every rank p sends the filled rows of the experts of
+    rank q to q; the result holds the experts of this rank r for the groups
+    of all ranks, in rank order:
+    `output[j, p * G + g, b] = input_p[r * E / ranks + j, g, b]` for
+    `b < fill_p[r * E / ranks + j, g]`, zero otherwise. It is a collective:
+    every rank executes the same exchanges in the same order, so the op has
+    side effects (never erased, moved or merged). `layer` numbers the MoE
+    layer in the per-rank communication report.
+
+    Rules: exchange-C1 (input rank 4 with static E divisible by `ranks`),
+    exchange-C2 (expert_ids and slots `G x S x k` with G of the tokens'
+    side), exchange-C3 (output `E / ranks x ranks * G x B x D`).
+
+    ```mlir
+    %rows = vmoe.exchange_dispatch %buffers, %ids, %slots
+        {layer = 0 : i64, ranks = 2 : i64}
+        : tensor<8x1x4x10xf32>, tensor<1x8x2xi32>, tensor<1x8x2xi32>
+        -> tensor<4x2x4x10xf32>
+    ```
+  }];
+}
+
+def VMoE_ExchangeCombineOp : VMoE_ExchangeOp<"exchange_combine"> {
+  let summary = "All-to-all: expert outputs back to the ranks owning the tokens";
+  let description = [{
+    The inverse of `vmoe.exchange_dispatch`: `input` is the
+    `E / ranks x ranks * G x B x D` output of this rank's experts for the
+    groups of all ranks; every filled row goes back to the rank of its
+    group. `output[e, g, b]` (`E x G x B x D`) is the row the owner of
+    expert e computed for row b of group g of this rank, for
+    `b < fill[e, g]` (from this rank's `expert_ids` and `slots`), zero
+    otherwise. A collective with side effects, like exchange_dispatch.
+
+    Rules: exchange-C1 (output rank 4 with static E divisible by `ranks`),
+    exchange-C2 (expert_ids and slots `G x S x k` with G of the output),
+    exchange-C3 (input `E / ranks x ranks * G x B x D`).
+
+    ```mlir
+    %y = vmoe.exchange_combine %out, %ids, %slots
+        {layer = 0 : i64, ranks = 2 : i64}
+        : tensor<4x2x4x10xf32>, tensor<1x8x2xi32>, tensor<1x8x2xi32>
+        -> tensor<8x1x4x10xf32>
+    ```
+  }];
+}
+
 #endif // VMOE_DIALECT_VMOE_IR_VMOEOPS_TD

@@ -156,4 +156,30 @@ def VMoEGPUMergeKernelModulesPass
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def VMoEExpertParallelPass
+    : Pass<"vmoe-expert-parallel", "::mlir::func::FuncOp"> {
+  let summary = "Split the experts of each token choice MoE layer over ranks";
+  let description = [{
+    Expert parallelism (SPEC §10, docs/Distributed.md): every process (MPI
+    rank) routes its own tokens, and the E experts of each layer are split
+    over `ranks` processes, E / ranks each. Rewrites every
+    `combine(expert_ffn(dispatch(...)))` chain into
+
+      dispatch -> exchange_dispatch -> expert_ffn on the rank's
+      expert_shard of each weight -> exchange_combine -> combine
+
+    numbering the layers in order (`layer`). Routing, capacity and drops
+    stay local, so results are bit for bit those of one process. Run it
+    after vmoe-buffer-sizing and before vmoe-fuse-experts (which then leaves
+    the chains alone). An expert_ffn outside such a chain (a dense MLP)
+    stays as it is, computed by every rank on its own rows. Errors: E not
+    divisible by `ranks`; expert choice or Soft MoE layers (not supported
+    under expert parallelism).
+  }];
+  let options = [
+    Option<"ranks", "ranks", "int64_t", /*default=*/"1",
+           "Processes the experts are split over (E must be divisible)">
+  ];
+}
+
 #endif // VMOE_DIALECT_VMOE_TRANSFORMS_PASSES_TD
