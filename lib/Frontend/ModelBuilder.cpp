@@ -131,11 +131,14 @@ std::string mlir::vmoe::frontend::buildManifest(const ModelDescription &model,
   }
   llvm::json::Array tensors;
   std::vector<WeightTensor> layout = weightLayout(model);
-  for (const WeightTensor &tensor : layout)
-    tensors.push_back(
-        llvm::json::Object{{"name", tensor.name},
-                           {"shape", llvm::json::Array(tensor.shape)},
-                           {"offset", tensor.offset}});
+  for (const WeightTensor &tensor : layout) {
+    llvm::json::Object entry{{"name", tensor.name},
+                             {"shape", llvm::json::Array(tensor.shape)},
+                             {"offset", tensor.offset}};
+    if (isPanelPackedWeight(model, options, tensor.name, tensor.shape))
+      entry["panel_width"] = kWeightPanelWidth;
+    tensors.push_back(std::move(entry));
+  }
   llvm::json::Object manifest{
       {"format", "vmoe-compiled-model"},
       {"version", 1},

@@ -65,6 +65,8 @@ public:
 
 private:
   Model() = default;
+  /// Packs `tensor` (at `data`) into its panel layout, in place.
+  static void packPanels(float *data, const TensorInfo &tensor);
 
   Manifest manifest;
   Padding padding = Padding::Masked;

@@ -37,6 +37,10 @@ struct TensorInfo {
   int64_t offset = 0;
   /// Product of `shape`.
   int64_t numElements = 0;
+  /// Width L of the GEMM panels the tensor is stored in (0: plain). A
+  /// [..., K, N] tensor is read from safetensors plain and packed once at
+  /// load into [..., N/L, K, L] (docs/ModelFormat.md §5).
+  int64_t panelWidth = 0;
 };
 
 /// One MoE layer: what the runtime needs to check a capacity ratio.
