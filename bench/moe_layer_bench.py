@@ -9,7 +9,14 @@ score), dispatch with capacity ratio C = 1.05 (B static after sizing),
 expert_ffn (gelu_tanh) and combine. For every size and thread count it
 times, each in a fresh child process:
 
-  vmoe fused      `vmoe-lower-to-cpu{parallel=true}` (fuse=true, default)
+  vmoe fused      `vmoe-lower-to-cpu{parallel=true}` (fuse=true, default),
+                  expert weights packed once into the GEMM panel layout
+                  (numpy, in the child before timing, as the model runtime
+                  does at load) and passed through vmoe.unpack_panels, so
+                  the expert GEMMs read them in place
+  vmoe repack     the same with plain weights: the expert GEMMs repack
+                  them into panels on every call (the code before weights
+                  were packed once)
   vmoe unfused    `vmoe-lower-to-cpu{parallel=true fuse=false}`
   torch tutel     routing with vectorized torch ops (cumsum slots), rows
                   gathered into [E, G*B, D], baddbmm + gelu + baddbmm,
@@ -21,7 +28,9 @@ times, each in a fresh child process:
   sgemm roofline  torch.matmul (OpenBLAS) of the same expert FLOPs as one
                   large GEMM pair [E*G*B, D] x [D, H], [E*G*B, H] x [H, D]
 
-Each child loads the inputs, takes a peak-RSS baseline, warms up, times
+The compiled rows use 16-lane vectors (`vector-width=16`) when the host
+has AVX-512 (avx512f in /proc/cpuinfo), else 8 (AVX2); clang compiles for
+-march=native either way. Each child loads the inputs, takes a peak-RSS baseline, warms up, times
 `--repeats` calls (perf_counter) and reports the median and its peak extra
 RSS (ru_maxrss minus the baseline). The compiled children never import
 torch (libomp of LLVM and torch's libgomp stay apart); OMP_NUM_THREADS,
@@ -71,11 +80,32 @@ SIZES = {
     "b-g1": dict(G=1, S=400, D=768, H=3072, E=8, k=2, C=1.05),
 }
 
+def _host_has_avx512():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return "avx512f" in line.split()
+    except OSError:
+        pass
+    return False
+
+
+VECTOR_WIDTH = 16 if _host_has_avx512() else 8
 PIPELINES = {
-    "vmoe fused": "vmoe-lower-to-cpu{parallel=true}",
-    "vmoe unfused": "vmoe-lower-to-cpu{parallel=true fuse=false}",
+    "vmoe fused": "vmoe-lower-to-cpu{parallel=true vector-width=%d}",
+    "vmoe repack": "vmoe-lower-to-cpu{parallel=true vector-width=%d}",
+    "vmoe unfused":
+        "vmoe-lower-to-cpu{parallel=true fuse=false vector-width=%d}",
 }
+PIPELINES = {k: v % VECTOR_WIDTH for k, v in PIPELINES.items()}
+# Rows whose expert weights arrive in the GEMM panel layout (packed once).
+PACKED = ("vmoe fused",)
+PANEL_WIDTH = 16  # kWeightPanelWidth of the frontend
 TORCH_STYLES = ("torch tutel", "torch einsum", "torch loop")
+# Optional peers run by another Python with PyTorch 2.x (--peer-python,
+# scripts/bench_peers.sh): the tutel style eager and under torch.compile.
+PEER_STYLES = ("torch2 tutel", "torch2 compile")
 ROOFLINE = "sgemm roofline"
 IMPLEMENTATIONS = (*PIPELINES, *TORCH_STYLES, ROOFLINE)
 
@@ -156,12 +186,22 @@ def load_inputs(data_dir):
             for n in INPUT_NAMES}
 
 
+def pack_panels(w, width=PANEL_WIDTH):
+    """[E, K, N] -> [E, N/L, K, L]: packed[e, n / L, k, n % L] = w[e, k, n]
+    (vmoe.unpack_panels, docs/ModelFormat.md section 5)."""
+    E, K, N = w.shape
+    return np.ascontiguousarray(
+        w.reshape(E, K, N // width, width).transpose(0, 2, 1, 3))
+
+
 # -------------------------------------------------------------------- MLIR
 
-def emit_mlir(size, B):
+def emit_mlir(size, B, packed=False):
     """`@moe_layer` (the whole layer, out in destination-passing style) and
-    `@moe_routing` (route + bpr_sort + assign_slots: slots and fill)."""
+    `@moe_routing` (route + bpr_sort + assign_slots: slots and fill). With
+    `packed`, w1 and w2 arrive in the panel layout of pack_panels."""
     G, S, D, H, E, k = (size[n] for n in "GSDHEk")
+    L = PANEL_WIDTH
     t_x, m_x = f"tensor<{G}x{S}x{D}xf32>", f"memref<{G}x{S}x{D}xf32>"
     t_r = f"tensor<{D}x{E}xf32>"
     t_g, t_w = f"tensor<{G}x{S}x{E}xf32>", f"tensor<{G}x{S}x{k}xf32>"
@@ -173,6 +213,16 @@ def emit_mlir(size, B):
     weights = (f"tensor<{E}x{D}x{H}xf32>, tensor<{E}x{H}xf32>, "
                f"tensor<{E}x{H}x{D}xf32>, tensor<{E}x{D}xf32>")
     w_types = weights.split(", ")
+    unpack = ""
+    arg_types = list(w_types)
+    if packed:
+        arg_types[0] = f"tensor<{E}x{H // L}x{D}x{L}xf32>"
+        arg_types[2] = f"tensor<{E}x{D // L}x{H}x{L}xf32>"
+        unpack = f"""\
+  %w1 = vmoe.unpack_panels %w1p : {arg_types[0]} -> {w_types[0]}
+  %w2 = vmoe.unpack_panels %w2p : {arg_types[2]} -> {w_types[2]}
+"""
+    w1_arg, w2_arg = ("%w1p", "%w2p") if packed else ("%w1", "%w2")
     routing = f"""\
   %gates, %ids, %weights = vmoe.route %x, %router {{k = {k} : i64}}
       : {t_x}, {t_r} -> {t_g}, {t_ids}, {t_w}
@@ -181,10 +231,10 @@ def emit_mlir(size, B):
 // vmoe moe_layer_bench: G={G} S={S} D={D} H={H} E={E} k={k} C={size['C']}
 // (B = {B} after sizing), BPR with the max score, gelu_tanh experts.
 func.func @moe_layer(%x: {t_x}, %router: {t_r},
-    %w1: {w_types[0]}, %b1: {w_types[1]},
-    %w2: {w_types[2]}, %b2: {w_types[3]},
+    {w1_arg}: {arg_types[0]}, %b1: {w_types[1]},
+    {w2_arg}: {arg_types[2]}, %b2: {w_types[3]},
     %out_dest: {m_x}) attributes {{llvm.emit_c_interface}} {{
-{routing}
+{unpack}{routing}
   %buffers, %slots = vmoe.dispatch %x, %ids, %order
       {{capacity_ratio = {float(size['C'])!r} : f64}}
       : {t_x}, {t_ids}, {t_ord} -> {t_buf}, {t_ids}
@@ -229,14 +279,14 @@ def _run_tool(stage, command, log_path):
     return time.perf_counter() - start
 
 
-def compile_module(mlir_path, pipeline, out_dir, args):
+def compile_module(mlir_path, pipeline, out_dir, args, vmoe_opt=None):
     """vmoe-opt → mlir-translate → clang; returns (library, seconds)."""
     lowered = os.path.join(out_dir, "lowered.mlir")
     ll = os.path.join(out_dir, "layer.ll")
     library = os.path.join(out_dir, "layer.so")
     log = os.path.join(out_dir, "error.log")
     seconds = _run_tool("vmoe-opt", [
-        args.vmoe_opt, mlir_path,
+        vmoe_opt or args.vmoe_opt, mlir_path,
         f"--pass-pipeline=builtin.module({pipeline})", "-o", lowered], log)
     seconds += _run_tool("mlir-translate", [
         args.mlir_translate, "--mlir-to-llvmir", lowered, "-o", ll], log)
@@ -355,7 +405,8 @@ def moe_loop(x, router, w1, b1, w2, b2, k, B):
 
 
 _TORCH_FUNCTIONS = {"torch tutel": moe_tutel, "torch einsum": moe_einsum,
-                    "torch loop": moe_loop}
+                    "torch loop": moe_loop, "torch2 tutel": moe_tutel,
+                    "torch2 compile": moe_tutel}
 
 
 # ------------------------------------------------------------ child process
@@ -378,9 +429,13 @@ def _maxrss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _time_calls(call, warmup, repeats):
+def _time_calls(call, warmup, repeats, check=None):
+    """Times `repeats` calls after `warmup` ones; `check()` runs between
+    (on the warm-up's output), so a wrong row fails before it is timed."""
     for _ in range(warmup):
         call()
+    if check is not None:
+        check()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -400,13 +455,16 @@ def _compiled_child(job, inputs):
     out = np.full((G, S, D), np.nan, dtype=np.float32)
     slots = np.full((G, S, k), -7, dtype=np.int32)
     fill = np.full((E, G), -7, dtype=np.int32)
+    if job["impl"] in PACKED:  # once, as the model runtime does at load
+        inputs = dict(inputs, w1=pack_panels(inputs["w1"]),
+                      w2=pack_panels(inputs["w2"]))
     descriptors = [as_memref(inputs[n]) for n in INPUT_NAMES]
     layer_args = [ctypes.byref(d) for d in descriptors + [as_memref(out)]]
     routing_args = [ctypes.byref(d) for d in
                     descriptors[:2] + [as_memref(slots), as_memref(fill)]]
     baseline = _maxrss_mb()
     times = _time_calls(lambda: layer(*layer_args), job["warmup"],
-                        job["repeats"])
+                        job["repeats"], lambda: _check_output(job, out))
     peak = _maxrss_mb() - baseline
     routing_times = _time_calls(lambda: routing(*routing_args),
                                 job["warmup"], job["repeats"])
@@ -434,6 +492,11 @@ def _torch_child(job, inputs):
             return None
     else:
         function = _TORCH_FUNCTIONS[job["impl"]]
+        if job["impl"] in PEER_STYLES:
+            print(f"{job['impl']}: torch {torch.__version__}",
+                  file=sys.stderr)
+        if job["impl"] == "torch2 compile":
+            function = torch.compile(function)
         args = [t[n] for n in INPUT_NAMES] + [k, B]
 
         def call():
@@ -441,11 +504,27 @@ def _torch_child(job, inputs):
     result = {}
     with torch.inference_mode():
         baseline = _maxrss_mb()
-        times = _time_calls(lambda: result.update(out=call()),
-                            job["warmup"], job["repeats"])
+        times = _time_calls(
+            lambda: result.update(out=call()), job["warmup"], job["repeats"],
+            lambda: result["out"] is None or _check_output(
+                job, result["out"].numpy()))
         peak = _maxrss_mb() - baseline
     out = None if result["out"] is None else result["out"].numpy()
     return out, times, peak, {}
+
+
+def _check_output(job, out):
+    """Raises (the child fails) when `out` differs from the compiled
+    layer's output (job["reference"], written by the `vmoe fused` row) by
+    `job["tolerance"]` or more, before the row is timed."""
+    if not job.get("reference"):
+        return True
+    error = relative_error(out, np.load(job["reference"]))
+    if not error <= job["tolerance"]:
+        raise SystemExit(f"{job['impl']}: output differs from vmoe fused "
+                         f"before timing: max rel err {error:.2e} > "
+                         f"{job['tolerance']}")
+    return True
 
 
 def _median_ms(times):
@@ -457,7 +536,8 @@ def child_main(job_path):
     with open(job_path) as f:
         job = json.load(f)
     inputs = load_inputs(job["data_dir"])
-    run = _compiled_child if job["impl"] in PIPELINES else _torch_child
+    compiled = (*PIPELINES, BASELINE)
+    run = _compiled_child if job["impl"] in compiled else _torch_child
     out, times, peak, extra = run(job, inputs)
     if out is not None:
         np.save(os.path.join(job["out_dir"], "out.npy"), out)
@@ -482,7 +562,7 @@ def child_environment(impl, threads):
     n = str(threads)
     env = dict(os.environ, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n,
                MKL_NUM_THREADS=n)
-    if impl not in PIPELINES:
+    if impl not in (*PIPELINES, BASELINE):
         env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return env
 
@@ -496,8 +576,9 @@ def run_child(job, job_dir):
         json.dump(job, f)
     env = child_environment(job["impl"], job["threads"])
     try:
+        python = job.get("python") or sys.executable
         done = subprocess.run(
-            [sys.executable, os.path.abspath(__file__), "--child", job_path],
+            [python, os.path.abspath(__file__), "--child", job_path],
             capture_output=True, text=True, env=env,
             timeout=_CHILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -559,7 +640,8 @@ def expert_gflop(size, B):
 def summarize(results, gflop):
     """Adds GFLOP/s and the ratios to every result; returns the summary."""
     roof = results[ROOFLINE]["median_ms"]
-    fastest = min(TORCH_STYLES, key=lambda s: results[s]["median_ms"])
+    styles = [s for s in (*TORCH_STYLES, *PEER_STYLES) if s in results]
+    fastest = min(styles, key=lambda s: results[s]["median_ms"])
     best_torch = results[fastest]["median_ms"]
     for result in results.values():
         ms = result["median_ms"]
@@ -569,9 +651,13 @@ def summarize(results, gflop):
     fused = results["vmoe fused"]["median_ms"]
     spread = max((r["max_ms"] - r["min_ms"]) / r["median_ms"]
                  for r in results.values())
-    return {"fastest_torch": fastest, "fused_over_roofline": fused / roof,
-            "fastest_torch_over_fused": best_torch / fused,
-            "max_spread": spread}
+    summary = {"fastest_torch": fastest, "fused_over_roofline": fused / roof,
+               "fastest_torch_over_fused": best_torch / fused,
+               "repack_over_fused": results["vmoe repack"]["median_ms"] / fused,
+               "max_spread": spread}
+    if BASELINE in results:
+        summary["before_over_fused"] = results[BASELINE]["median_ms"] / fused
+    return summary
 
 
 def print_table(name, size, B, threads, results, summary, routing, errors,
@@ -589,7 +675,7 @@ def print_table(name, size, B, threads, results, summary, routing, errors,
               f"{'max rel err':>13}")
     print(header)
     print("-" * len(header))
-    for impl in IMPLEMENTATIONS:
+    for impl in results:
         r = results[impl]
         spread = (r["max_ms"] - r["min_ms"]) / r["median_ms"] * 100
         err = errors.get(impl)
@@ -599,14 +685,19 @@ def print_table(name, size, B, threads, results, summary, routing, errors,
               f"{r['vs_roofline']:>10.2f}{r['vs_fastest_torch']:>8.2f}"
               f"{r['peak_extra_rss_mb']:>8.1f}{spread:>7.0f}%"
               f"{err_text:>13}")
-    for impl in PIPELINES:
+    for impl in (*PIPELINES, BASELINE):
+        if impl not in results:
+            continue
         r = results[impl]
         share = r["routing_ms"] / r["median_ms"] * 100
         print(f"  {impl}: routing (route + bpr_sort + assign_slots) "
               f"{r['routing_ms']:.2f} ms = {share:.1f}% of the layer")
     print(f"fused/roofline = {summary['fused_over_roofline']:.2f}, "
           f"fastest-torch/fused = {summary['fastest_torch_over_fused']:.2f} "
-          f"(fastest torch: {summary['fastest_torch']})")
+          f"(fastest torch: {summary['fastest_torch']}), "
+          f"repack/fused = {summary['repack_over_fused']:.2f}" + (
+              f", before/fused = {summary['before_over_fused']:.2f}"
+              if "before_over_fused" in summary else ""))
     if summary["max_spread"] > _NOISY_SPREAD:
         print(f"note: spread up to {summary['max_spread']:.0%} -- other "
               f"processes disturbed the timings; the ratios are indicative")
@@ -630,10 +721,10 @@ def machine_info(threads):
             "load_average_at_start": list(os.getloadavg())}
 
 
-def snapshot_vmoe_opt(path, workdir):
+def snapshot_vmoe_opt(path, workdir, name="vmoe-opt"):
     """A copy of vmoe-opt in the work directory, so that a rebuild during
     the run (others build in the same tree) cannot mix two compilers."""
-    copy = os.path.join(workdir, "vmoe-opt")
+    copy = os.path.join(workdir, name)
     try:
         shutil.copy2(path, copy)
     except OSError as error:
@@ -684,6 +775,17 @@ def _parse_args(argv):
     parser.add_argument("--workdir",
                         help="keep inputs, MLIR, libraries and outputs here "
                              "(default: a temporary directory, removed)")
+    parser.add_argument("--baseline-vmoe-opt",
+                        help="another vmoe-opt (e.g. built from an older "
+                             "commit): adds the row `vmoe before`, the plain "
+                             "layer compiled by it with the fused pipeline, "
+                             "for a before/after comparison in one run")
+    parser.add_argument("--peer-python",
+                        default=os.environ.get("VMOE_PEER_PYTHON"),
+                        help="a Python with PyTorch 2.x (scripts/"
+                             "bench_peers.sh) for the torch2 rows: tutel "
+                             "style eager and under torch.compile "
+                             "(default: $VMOE_PEER_PYTHON; none: no rows)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
@@ -711,17 +813,27 @@ def bench_size(name, args, workdir):
     inputs = draw_inputs(name, size)
     for n, array in inputs.items():
         np.save(os.path.join(data_dir, n + ".npy"), array)
-    mlir_path = os.path.join(size_dir, "layer.mlir")
-    with open(mlir_path, "w") as f:
-        f.write(emit_mlir(size, B))
+    mlir_paths = {}
+    for packed in (False, True):
+        mlir_paths[packed] = os.path.join(
+            size_dir, "layer-packed.mlir" if packed else "layer.mlir")
+        with open(mlir_paths[packed], "w") as f:
+            f.write(emit_mlir(size, B, packed))
     libraries, compile_s = {}, {}
     for impl, pipeline in PIPELINES.items():
         out_dir = os.path.join(size_dir, impl.replace(" ", "_"))
         os.makedirs(out_dir, exist_ok=True)
         libraries[impl], compile_s[impl] = compile_module(
-            mlir_path, pipeline, out_dir, args)
-    print(f"{name}: compiled (fused {compile_s['vmoe fused']:.1f} s, "
-          f"unfused {compile_s['vmoe unfused']:.1f} s)", flush=True)
+            mlir_paths[impl in PACKED], pipeline, out_dir, args)
+    if args.baseline_vmoe_opt:
+        out_dir = os.path.join(size_dir, "vmoe_before")
+        os.makedirs(out_dir, exist_ok=True)
+        libraries[BASELINE], compile_s[BASELINE] = compile_module(
+            mlir_paths[False], PIPELINES["vmoe repack"], out_dir, args,
+            vmoe_opt=args.baseline_vmoe_opt)
+    print(f"{name}: compiled (" + ", ".join(
+        f"{impl} {s:.1f} s" for impl, s in compile_s.items()) +
+        f"; {VECTOR_WIDTH}-lane vectors)", flush=True)
 
     record = {"size": size, "B": B, "expert_gflop": expert_gflop(size, B),
               "compile_seconds": compile_s, "configurations": {}}
@@ -729,20 +841,29 @@ def bench_size(name, args, workdir):
     for threads in args.thread_counts:
         results, errors, dirs = {}, {}, {}
         load = os.getloadavg()[0]
-        for impl in IMPLEMENTATIONS:
+        reference = os.path.join(size_dir, f"t{threads}", "vmoe_fused",
+                                 "out.npy")
+        for impl in implementations(args):
             job_dir = os.path.join(size_dir, f"t{threads}",
                                    impl.replace(" ", "_"))
             job = {"impl": impl, "size": size, "B": B, "threads": threads,
                    "data_dir": data_dir, "warmup": args.warmup,
                    "repeats": args.repeats,
-                   "library": libraries.get(impl)}
+                   "library": libraries.get(impl),
+                   "python": args.peer_python if impl in PEER_STYLES
+                   else None,
+                   "reference": None if impl in ("vmoe fused", ROOFLINE)
+                   else reference,
+                   "tolerance": row_tolerance(impl)}
             results[impl] = run_child(job, job_dir)
             dirs[impl] = job_dir
             print(f"  {name} t{threads} {impl}: "
                   f"{results[impl]['median_ms']:.2f} ms", flush=True)
         routing = check_routing(inputs, B, size, dirs["vmoe fused"])
         fused = np.load(os.path.join(dirs["vmoe fused"], "out.npy"))
-        for impl in (*PIPELINES, *TORCH_STYLES):
+        for impl in implementations(args):
+            if impl == ROOFLINE:
+                continue
             got = np.load(os.path.join(dirs[impl], "out.npy"))
             errors[impl] = relative_error(got, fused)
             results[impl]["max_rel_err_vs_fused"] = errors[impl]
@@ -762,11 +883,35 @@ def bench_size(name, args, workdir):
     return record
 
 
+BASELINE = "vmoe before"
+
+
+def implementations(args):
+    """The rows of a table: the compiled layer first (the others check
+    their output against it before they are timed)."""
+    peers = PEER_STYLES if args.peer_python else ()
+    before = (BASELINE,) if args.baseline_vmoe_opt else ()
+    return (*PIPELINES, *before, *TORCH_STYLES, *peers, ROOFLINE)
+
+
+def row_tolerance(impl):
+    """Largest relative error vs `vmoe fused` a row may have."""
+    if impl == "vmoe repack":
+        return 0.0  # same arithmetic, weights in another layout
+    if impl in (*PIPELINES, BASELINE):
+        return FUSED_VS_UNFUSED_RTOL
+    return TORCH_VS_FUSED_RTOL
+
+
 def _check_errors(name, threads, errors):
     unfused = errors["vmoe unfused"]
     if not unfused < FUSED_VS_UNFUSED_RTOL:
         raise BenchError(f"{name} t{threads}: fused vs unfused max rel err "
                          f"{unfused:.2e} >= {FUSED_VS_UNFUSED_RTOL}", 1)
+    if errors["vmoe repack"] != 0:  # same arithmetic, other weight layout
+        raise BenchError(f"{name} t{threads}: packed and repacked weights "
+                         f"give different outputs (max rel err "
+                         f"{errors['vmoe repack']:.2e})", 1)
     for style in TORCH_STYLES:
         if not errors[style] < TORCH_VS_FUSED_RTOL:
             raise BenchError(f"{name} t{threads}: {style} vs fused max rel "
@@ -779,10 +924,13 @@ def main(argv=None):
     if args.child:
         child_main(args.child)
         return 0
+    if args.workdir:
+        os.makedirs(args.workdir, exist_ok=True)
     workdir = args.workdir or tempfile.mkdtemp(prefix="vmoe-moe-bench-")
     report = {"machine": machine_info(args.thread_counts),
               "command": sys.argv, "repeats": args.repeats,
               "warmup": args.warmup, "pipelines": PIPELINES,
+              "packed_weights": list(PACKED), "vector_width": VECTOR_WIDTH,
               "error_measure": "max |a-b| / (|b| + 0.1 max|b|) vs vmoe fused",
               "omp_wait_policy": {
                   "compiled": os.environ.get("OMP_WAIT_POLICY", "default"),
@@ -792,6 +940,9 @@ def main(argv=None):
     status = 0
     try:
         args.vmoe_opt = snapshot_vmoe_opt(args.vmoe_opt, workdir)
+        if args.baseline_vmoe_opt:
+            args.baseline_vmoe_opt = snapshot_vmoe_opt(
+                args.baseline_vmoe_opt, workdir, "vmoe-opt-before")
         for name in args.size_names:
             report["sizes"][name] = bench_size(name, args, workdir)
     except BenchError as error:

@@ -9,9 +9,12 @@
 //   for each block of nc columns:              (scf.parallel if asked)
 //     for each block of kc rows of B:
 //       pack B[kc block, nc block] into panels [nc/NR][kc][NR], reading B
-//         row by row (sequential memory; the tail panel zero-padded)
+//         row by row (sequential memory; the tail panel zero-padded),
+//         unless B arrives packed (constant weights packed once at load,
+//         GemmAccessors::loadPackedB), when the panels are read in place
 //       for each column panel of the block:
-//         for each tile of `rows` rows:
+//         for each tile of `rows` rows, then one of the m % rows rows left
+//         (exact: a kernel per remainder size, no padded rows):
 //           acc = first k block ? initC : the partial sums
 //           for k in block: acc += broadcast(A[row, k]) * panel[k]
 //           last k block ? storeC (epilogue) : store the partial sums
@@ -122,28 +125,23 @@ struct GemmEmitter {
             });
   }
 
-  /// One row tile of one panel over one k block.
+  /// One tile of `tileRows` rows (all of them before m) of one panel over
+  /// one k block.
   void tile(OpBuilder &b, Location loc, Value packed, Value p, Value n0,
-            Value m0, Value kc0, Value kLen, Value isFirst, Value isLast,
-            bool alwaysFull) const {
-    Value lastRow = arith::SubIOp::create(b, loc, m, cst(b, loc, 1));
-    // Rows past the end are clamped for loads and skipped for stores.
-    SmallVector<Value> rows, valid;
-    for (int64_t i = 0; i < shape.rows; ++i) {
-      Value row = i == 0 ? m0
-                         : Value(arith::AddIOp::create(b, loc, m0,
-                                                       cst(b, loc, i)));
-      valid.push_back(arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
-                                            row, lastRow));
-      rows.push_back(arith::MinSIOp::create(b, loc, row, lastRow));
-    }
+            Value m0, int64_t tileRows, Value kc0, Value kLen, Value isFirst,
+            Value isLast, bool alwaysFull) const {
+    SmallVector<Value> rows;
+    for (int64_t i = 0; i < tileRows; ++i)
+      rows.push_back(
+          i == 0 ? m0
+                 : Value(arith::AddIOp::create(b, loc, m0, cst(b, loc, i))));
     SmallVector<Value> columns, masks;
     for (int64_t v = 0; v < shape.vectors; ++v) {
       columns.push_back(column(b, loc, n0, v));
       masks.push_back(mask(b, loc, n0, v, alwaysFull));
     }
     // The accumulators: from initC on the first block, else the partials.
-    SmallVector<Type> types(shape.rows * shape.vectors, vectorType);
+    SmallVector<Type> types(tileRows * shape.vectors, vectorType);
     auto start = scf::IfOp::create(
         b, loc, types, isFirst,
         /*addThenBlock=*/true, /*addElseBlock=*/true);
@@ -151,13 +149,13 @@ struct GemmEmitter {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(start.thenBlock());
       SmallVector<Value> init;
-      for (int64_t i = 0; i < shape.rows; ++i)
+      for (int64_t i = 0; i < tileRows; ++i)
         for (int64_t v = 0; v < shape.vectors; ++v)
           init.push_back(access.initC(b, loc, rows[i], columns[v], masks[v]));
       scf::YieldOp::create(b, loc, init);
       b.setInsertionPointToStart(start.elseBlock());
       SmallVector<Value> partial;
-      for (int64_t i = 0; i < shape.rows; ++i)
+      for (int64_t i = 0; i < tileRows; ++i)
         for (int64_t v = 0; v < shape.vectors; ++v)
           partial.push_back(
               access.loadPartial(b, loc, rows[i], columns[v], masks[v]));
@@ -166,14 +164,16 @@ struct GemmEmitter {
     auto loop = scf::ForOp::create(
         b, loc, cst(b, loc, 0), kLen, cst(b, loc, 1), start.getResults(),
         [&](OpBuilder &b, Location loc, Value kk, ValueRange acc) {
+          Value kAbs = arith::AddIOp::create(b, loc, kc0, kk);
           SmallVector<Value> bVectors;
           for (int64_t v = 0; v < shape.vectors; ++v)
-            bVectors.push_back(vector::LoadOp::create(
-                b, loc, vectorType, packed,
-                ValueRange{p, kk, cst(b, loc, v * shape.lanes)}));
-          Value kAbs = arith::AddIOp::create(b, loc, kc0, kk);
+            bVectors.push_back(
+                packed ? Value(vector::LoadOp::create(
+                             b, loc, vectorType, packed,
+                             ValueRange{p, kk, cst(b, loc, v * shape.lanes)}))
+                       : access.loadPackedB(b, loc, kAbs, columns[v]));
           SmallVector<Value> next;
-          for (int64_t i = 0; i < shape.rows; ++i) {
+          for (int64_t i = 0; i < tileRows; ++i) {
             Value a = access.loadA(b, loc, rows[i], kAbs);
             Value splat = vector::BroadcastOp::create(b, loc, vectorType, a);
             for (int64_t v = 0; v < shape.vectors; ++v)
@@ -182,33 +182,55 @@ struct GemmEmitter {
           }
           scf::YieldOp::create(b, loc, next);
         });
-    for (int64_t i = 0; i < shape.rows; ++i) {
-      auto store = [&](OpBuilder &b, Location loc) {
-        scf::IfOp::create(
-            b, loc, isLast,
-            [&](OpBuilder &b, Location loc) {
-              for (int64_t v = 0; v < shape.vectors; ++v)
-                access.storeC(b, loc, rows[i], columns[v],
-                              loop.getResult(i * shape.vectors + v), masks[v]);
-              scf::YieldOp::create(b, loc);
-            },
-            [&](OpBuilder &b, Location loc) {
-              for (int64_t v = 0; v < shape.vectors; ++v)
-                access.storePartial(b, loc, rows[i], columns[v],
-                                    loop.getResult(i * shape.vectors + v),
-                                    masks[v]);
-              scf::YieldOp::create(b, loc);
-            });
-      };
-      if (i == 0) { // Row m0 always exists.
-        store(b, loc);
-        continue;
-      }
-      scf::IfOp::create(b, loc, valid[i], [&](OpBuilder &b, Location loc) {
-        store(b, loc);
-        scf::YieldOp::create(b, loc);
-      });
+    for (int64_t i = 0; i < tileRows; ++i) {
+      scf::IfOp::create(
+          b, loc, isLast,
+          [&](OpBuilder &b, Location loc) {
+            for (int64_t v = 0; v < shape.vectors; ++v)
+              access.storeC(b, loc, rows[i], columns[v],
+                            loop.getResult(i * shape.vectors + v), masks[v]);
+            scf::YieldOp::create(b, loc);
+          },
+          [&](OpBuilder &b, Location loc) {
+            for (int64_t v = 0; v < shape.vectors; ++v)
+              access.storePartial(b, loc, rows[i], columns[v],
+                                  loop.getResult(i * shape.vectors + v),
+                                  masks[v]);
+            scf::YieldOp::create(b, loc);
+          });
     }
+  }
+
+  /// The row tiles of one panel over one k block: full tiles of shape.rows
+  /// rows, then one tile of exactly the rows left (no padded rows).
+  void rowTiles(OpBuilder &b, Location loc, Value packed, Value p, Value n0,
+                Value kc0, Value kLen, Value isFirst, Value isLast,
+                bool alwaysFull) const {
+    Value tileRows = cst(b, loc, shape.rows);
+    Value left = arith::RemUIOp::create(b, loc, m, tileRows);
+    Value fullEnd = arith::SubIOp::create(b, loc, m, left);
+    forLoop(b, loc, cst(b, loc, 0), fullEnd, tileRows,
+            [&](OpBuilder &b, Location loc, Value m0) {
+              tile(b, loc, packed, p, n0, m0, shape.rows, kc0, kLen, isFirst,
+                   isLast, alwaysFull);
+            });
+    if (shape.rows == 1)
+      return;
+    SmallVector<int64_t> cases;
+    for (int64_t r = 1; r < shape.rows; ++r)
+      cases.push_back(r);
+    auto remainder = scf::IndexSwitchOp::create(b, loc, TypeRange{}, left,
+                                                cases, cases.size());
+    OpBuilder::InsertionGuard guard(b);
+    for (auto [i, r] : llvm::enumerate(cases)) {
+      Block &block = remainder.getCaseRegions()[i].emplaceBlock();
+      b.setInsertionPointToStart(&block);
+      tile(b, loc, packed, p, n0, fullEnd, r, kc0, kLen, isFirst, isLast,
+           alwaysFull);
+      scf::YieldOp::create(b, loc);
+    }
+    b.setInsertionPointToStart(&remainder.getDefaultRegion().emplaceBlock());
+    scf::YieldOp::create(b, loc);
   }
 };
 
@@ -269,19 +291,24 @@ void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
         arith::MinSIOp::create(b, loc, ncValue,
                                arith::SubIOp::create(b, loc, n, jc));
     Value panels = arith::CeilDivSIOp::create(b, loc, ncLen, widthValue);
-    Value block = arith::DivSIOp::create(b, loc, jc, ncValue);
-    auto scratchType = cast<MemRefType>(scratch.getType());
-    SmallVector<OpFoldResult> offsets = {block, b.getIndexAttr(0),
-                                         b.getIndexAttr(0), b.getIndexAttr(0)};
-    SmallVector<OpFoldResult> sizes = {
-        b.getIndexAttr(1), memref::getMixedSize(b, loc, scratch, 1),
-        memref::getMixedSize(b, loc, scratch, 2), b.getIndexAttr(width)};
-    SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
-    auto sliceType = cast<MemRefType>(memref::SubViewOp::inferRankReducedResultType(
-        {ShapedType::kDynamic, ShapedType::kDynamic, width}, scratchType,
-        offsets, sizes, strides));
-    Value packed = memref::SubViewOp::create(b, loc, sliceType, scratch,
-                                             offsets, sizes, strides);
+    // B in panel layout already: no scratch, no packing.
+    Value packed;
+    if (!access.loadPackedB) {
+      Value block = arith::DivSIOp::create(b, loc, jc, ncValue);
+      auto scratchType = cast<MemRefType>(scratch.getType());
+      SmallVector<OpFoldResult> offsets = {
+          block, b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0)};
+      SmallVector<OpFoldResult> sizes = {
+          b.getIndexAttr(1), memref::getMixedSize(b, loc, scratch, 1),
+          memref::getMixedSize(b, loc, scratch, 2), b.getIndexAttr(width)};
+      SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
+      auto sliceType =
+          cast<MemRefType>(memref::SubViewOp::inferRankReducedResultType(
+              {ShapedType::kDynamic, ShapedType::kDynamic, width}, scratchType,
+              offsets, sizes, strides));
+      packed = memref::SubViewOp::create(b, loc, sliceType, scratch, offsets,
+                                         sizes, strides);
+    }
     forLoop(b, loc, cst(b, loc, 0), k, kcValue,
             [&](OpBuilder &b, Location loc, Value kc0) {
               Value kLen = arith::MinSIOp::create(
@@ -290,19 +317,15 @@ void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
                   b, loc, arith::CmpIPredicate::eq, kc0, cst(b, loc, 0));
               Value isLast = arith::CmpIOp::create(
                   b, loc, arith::CmpIPredicate::eq, kc0, lastBlockStart);
-              emitter.pack(b, loc, packed, jc, kc0, kLen, panels, alwaysFull);
+              if (packed)
+                emitter.pack(b, loc, packed, jc, kc0, kLen, panels, alwaysFull);
               forLoop(b, loc, cst(b, loc, 0), panels, cst(b, loc, 1),
                       [&](OpBuilder &b, Location loc, Value p) {
                         Value n0 = arith::AddIOp::create(
                             b, loc, jc,
                             arith::MulIOp::create(b, loc, p, widthValue));
-                        forLoop(b, loc, cst(b, loc, 0), m,
-                                cst(b, loc, shape.rows),
-                                [&](OpBuilder &b, Location loc, Value m0) {
-                                  emitter.tile(b, loc, packed, p, n0, m0, kc0,
-                                               kLen, isFirst, isLast,
-                                               alwaysFull);
-                                });
+                        emitter.rowTiles(b, loc, packed, p, n0, kc0, kLen,
+                                         isFirst, isLast, alwaysFull);
                       });
             });
   };

@@ -4,9 +4,12 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Attention keeps heads as a tensor dim instead of transposing: q kᵀ and
-// the product with v are contractions over [N, T, heads, dh] views of the
-// qkv projection.
+// Attention keeps heads as a tensor dim instead of transposing q and v:
+// q kᵀ and the product with v are contractions over [N, T, heads, dh] views
+// of the qkv projection. k alone is copied to kᵀ [N, heads, dh, T] (T·D
+// floats per image), so that both products have their B operand contiguous
+// along the output columns and run on the GEMM microkernel, batched over
+// images x heads (vmoe-vectorize-contractions).
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,16 +42,30 @@ Value ForwardBuilder::attention(Value x, const std::string &prefix) {
   Value k = extractIndexOfDim(b, loc, split, 2, 1);
   Value v = extractIndexOfDim(b, loc, split, 2, 2);
   MLIRContext *ctx = b.getContext();
-  // scores[n, h, i, j] = sum_c q[n, i, h, c] k[n, j, h, c] / sqrt(dh).
+  // kT[n, h, c, j] = k[n, j, h, c].
+  Value kTInit = emptyTensor(b, loc,
+                             {b.getIndexAttr(n), b.getIndexAttr(heads),
+                              b.getIndexAttr(dh), b.getIndexAttr(t)},
+                             f32);
+  Value kT =
+      linalg::GenericOp::create(
+          b, loc, kTInit.getType(), ValueRange{k}, ValueRange{kTInit},
+          {projectionMap(ctx, 4, {0, 3, 1, 2}), b.getMultiDimIdentityMap(4)},
+          SmallVector<IteratorType>(4, IteratorType::parallel),
+          [](OpBuilder &b, Location loc, ValueRange args) {
+            linalg::YieldOp::create(b, loc, args[0]);
+          })
+          .getResult(0);
+  // scores[n, h, i, j] = sum_c q[n, i, h, c] kT[n, h, c, j] / sqrt(dh).
   Value scoresInit = filledTensor(b, loc,
                                   {b.getIndexAttr(n), b.getIndexAttr(heads),
                                    b.getIndexAttr(t), b.getIndexAttr(t)},
                                   floatConst(b, loc, f32, 0));
   Value scores =
-      linalg::GenericOp::create(b, loc, scoresInit.getType(), ValueRange{q, k},
+      linalg::GenericOp::create(b, loc, scoresInit.getType(), ValueRange{q, kT},
                                 ValueRange{scoresInit},
                                 {projectionMap(ctx, 5, {0, 2, 1, 4}),
-                                 projectionMap(ctx, 5, {0, 3, 1, 4}),
+                                 projectionMap(ctx, 5, {0, 1, 4, 3}),
                                  projectionMap(ctx, 5, {0, 1, 2, 3})},
                                 {IteratorType::parallel, IteratorType::parallel,
                                  IteratorType::parallel, IteratorType::parallel,

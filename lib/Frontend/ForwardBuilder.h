@@ -76,6 +76,9 @@ public:
 
   /// The weight tensor `name` as a tensor of its shape.
   Value weight(const std::string &name);
+  /// WeightPanels.cpp: the expert kernel `name` [E, K, N], through
+  /// vmoe.unpack_panels when it is stored in panel layout.
+  Value expertKernel(const std::string &name);
   /// x [M, K] . kernel [K, N] + bias [N] with `prefix`.kernel/.bias.
   Value linear(Value x, const std::string &prefix);
   /// x [..., N] + v [N] (v broadcast over the leading dims).

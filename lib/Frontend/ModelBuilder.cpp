@@ -169,6 +169,8 @@ std::string mlir::vmoe::frontend::buildManifest(const ModelDescription &model,
                              {"offset", tensor.offset}};
     if (sharded.contains(tensor.name))
       entry["expert_sharded"] = true;
+    if (isPanelPackedWeight(model, options, tensor.name, tensor.shape))
+      entry["panel_width"] = kWeightPanelWidth;
     tensors.push_back(std::move(entry));
   }
   llvm::json::Object manifest{

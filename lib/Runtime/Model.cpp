@@ -94,7 +94,27 @@ llvm::Expected<std::unique_ptr<Model>> Model::load(StringRef manifestJson,
           tensor.expertSharded ? bytes / ranks : bytes;
     }
   }
+  for (const TensorInfo &tensor : m.tensors)
+    if (tensor.panelWidth)
+      packPanels(model->weights.get() + tensor.offset, tensor);
   return model;
+}
+
+/// Constant weights packed once: [..., K, N] -> [..., N/L, K, L] in place,
+/// the layout the expert GEMMs stream their weights in (ModelFormat §5).
+void Model::packPanels(float *data, const TensorInfo &tensor) {
+  int64_t k = tensor.shape[tensor.shape.size() - 2];
+  int64_t n = tensor.shape.back(), l = tensor.panelWidth;
+  int64_t matrix = k * n;
+  std::vector<float> plain(matrix);
+  for (int64_t start = 0; start < tensor.numElements; start += matrix) {
+    float *w = data + start;
+    std::copy(w, w + matrix, plain.begin());
+    for (int64_t p = 0; p < n / l; ++p)
+      for (int64_t row = 0; row < k; ++row)
+        std::copy_n(plain.data() + row * n + p * l, l,
+                    w + (p * k + row) * l);
+  }
 }
 
 llvm::Error Model::checkCapacityRatio(double ratio) const {

@@ -65,6 +65,8 @@ public:
 
 private:
   Model() = default;
+  /// Packs `tensor` (at `data`) into its panel layout, in place.
+  static void packPanels(float *data, const TensorInfo &tensor);
 
   /// Runs one compiled batch: `real` images (the rest padding); leaves
   /// the logits and statistics in the batch buffers.

@@ -43,6 +43,11 @@ struct GemmAccessors {
   /// B[k, n .. n + lanes), a vector.
   std::function<Value(OpBuilder &, Location, Value k, Value n, Value mask)>
       loadB;
+  /// When set, B is already in panel layout (constant weights packed once):
+  /// B[k, n .. n + lanes) read in place, a full vector whose lanes past the
+  /// last column may hold anything (they are never stored). loadB and the
+  /// packing scratch are then unused.
+  std::function<Value(OpBuilder &, Location, Value k, Value n)> loadPackedB;
   /// The accumulator C[row, n ..) starts from: zeros, or the current C.
   std::function<Value(OpBuilder &, Location, Value row, Value n, Value mask)>
       initC;
@@ -65,7 +70,8 @@ Value allocatePackedScratch(OpBuilder &b, Location loc, Value n, Value k,
                             const MicrokernelShape &shape);
 
 /// Emits the GEMM over rows [0, m), columns [0, n) and reduction [0, k)
-/// (index values), packing B into `scratch` (allocatePackedScratch).
+/// (index values), packing B into `scratch` (allocatePackedScratch), or
+/// reading it in place through `access.loadPackedB` (scratch null).
 /// `staticN`, when known, drops the masks if n is a multiple of the panel
 /// width. With `parallelPanels`, the loop over blocks of columns is an
 /// scf.parallel (each block writes its own columns of C and packs into its

@@ -77,9 +77,12 @@ def VMoEVectorizeContractionsPass
     per k, one broadcast of A per row and `tile-vectors` vector loads of B
     feed `tile-rows x tile-vectors` vector FMAs. Other contractions and all
     non-contractions are left for convert-linalg-to-loops. With `parallel`,
-    large contractions split their column panels across OpenMP threads;
-    every output element keeps one writer, so results do not depend on the
-    thread count.
+    large batched contractions (attention over images x heads, expert
+    matmuls) split their batches across OpenMP threads (an `scf.parallel`
+    over the batch dims, each iteration with its own packing scratch), and
+    large single ones their column panels; every output element keeps one
+    writer and one summation order, so results do not depend on the thread
+    count.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",

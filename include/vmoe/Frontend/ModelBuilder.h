@@ -62,6 +62,18 @@ std::string buildManifest(const ModelDescription &model,
 /// The dialects the built module uses.
 void registerFrontendDialects(DialectRegistry &registry);
 
+/// Width of the GEMM panels constant weights are stored in (docs/
+/// ModelFormat.md §5): a multiple of the 8- and 16-lane vectors.
+constexpr int64_t kWeightPanelWidth = 16;
+
+/// Whether weight tensor `name` of `shape` is stored in panel layout in the
+/// weights buffer (packed once by the runtime at load, read in place by the
+/// expert GEMMs): the expert kernels w1, w2 of token choice MoE layers on
+/// the CPU target, when D and H are multiples of kWeightPanelWidth.
+bool isPanelPackedWeight(const ModelDescription &model,
+                         const BuildOptions &options, llvm::StringRef name,
+                         llvm::ArrayRef<int64_t> shape);
+
 /// Builds `@vmoe_forward` and `@vmoe_model_manifest` for `model`.
 OwningOpRef<ModuleOp> buildModelModule(MLIRContext &context,
                                        const ModelDescription &model,

@@ -186,6 +186,14 @@ struct ConvertVMoEToGPUPass
     // Expert choice and Soft MoE are lowered for the CPU only (issue 11);
     // their loops would otherwise reach the kernel outliner and fail there.
     WalkResult cpuOnly = getOperation()->walk([](Operation *op) {
+      // Weights in the CPU microkernel's panel layout: the frontend packs
+      // them for the CPU target only.
+      auto fused = dyn_cast<FusedExpertsOp>(op);
+      if (fused && fused.getWeightPanels()) {
+        op->emitOpError("weight_panels has no GPU lowering (weights are "
+                        "packed into panels for the CPU target only)");
+        return WalkResult::interrupt();
+      }
       if (!isa<ExpertChoiceOp, ExpertChoiceExpertsOp, SoftMoEOp>(op))
         return WalkResult::advance();
       op->emitOpError("has no GPU lowering yet (expert choice and Soft MoE "

@@ -17,6 +17,9 @@
 // token in choice order, exactly as vmoe.combine; nothing depends on the
 // schedule. The operands are read through bufferization.to_buffer; the
 // scratch buffers are memref.alloc ops that the deallocation pipeline frees.
+// With `weight_panels`, w1 and w2 arrive in the microkernel's panel layout
+// (packed once, at model load) and the GEMMs read them in place: no packing
+// scratch, no per-call repacking of the expert weights.
 //
 //===----------------------------------------------------------------------===//
 
@@ -78,14 +81,22 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
           b, loc, memref::getMixedSize(b, loc, memref, i));
     };
     Value g = dim(x, 0), s = dim(x, 1), d = dim(x, 2);
-    Value capacity = dim(entries, 2), h = dim(w1, 2);
+    std::optional<int64_t> panelWidth;
+    if (std::optional<uint64_t> panels = op.getWeightPanels()) {
+      panelWidth = static_cast<int64_t>(*panels);
+      if (*panelWidth % shape.lanes != 0)
+        return op.emitOpError() << "weight_panels (" << *panelWidth
+                                << ") must be a multiple of the vector width ("
+                                << shape.lanes << ") to be lowered";
+    }
+    Value capacity = dim(entries, 2), h = dim(b1, 1);
     auto staticDim = [](Type type, int64_t i) -> std::optional<int64_t> {
       int64_t size = cast<ShapedType>(type).getDimSize(i);
       if (ShapedType::isDynamic(size))
         return std::nullopt;
       return size;
     };
-    std::optional<int64_t> staticH = staticDim(op.getW1().getType(), 2);
+    std::optional<int64_t> staticH = staticDim(op.getB1().getType(), 1);
     std::optional<int64_t> staticD = staticDim(xType, 2);
 
     // One plane [G, S, D] per choice; plane i, row t is written by the
@@ -145,7 +156,7 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
           scf::IfOp::create(b, loc, any, [&](OpBuilder &b, Location loc) {
             emitExpert(b, loc, ex, rowGroup, rowEntry, rows, maxRows, h, d,
                        staticH, staticD, kIndex, x, weights, w1, b1, w2, b2,
-                       planes, activation, vectorType);
+                       planes, activation, vectorType, panelWidth);
             scf::YieldOp::create(b, loc);
           });
           scf::InParallelOp::create(b, loc);
@@ -168,7 +179,8 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
                   std::optional<int64_t> staticD, Value kIndex, Value x,
                   Value weights, Value w1, Value b1, Value w2, Value b2,
                   Value planes, Activation activation,
-                  VectorType vectorType) const {
+                  VectorType vectorType,
+                  std::optional<int64_t> panelWidth) const {
     // The group, token and choice behind row `row`.
     auto groupOf = [&](OpBuilder &b, Location loc, Value row) {
       return Value(memref::LoadOp::create(b, loc, rowGroup, ValueRange{row}));
@@ -224,7 +236,11 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       storeVector(b, loc, buildActivation(b, loc, activation, v), hidden,
                   {row, n}, mask);
     };
-    Value scratchUp = allocatePackedScratch(b, loc, h, d, shape);
+    Value scratchUp;
+    if (panelWidth)
+      up.loadPackedB = panelLoader(ex, w1, *panelWidth, vectorType);
+    else
+      scratchUp = allocatePackedScratch(b, loc, h, d, shape);
     emitGemm(b, loc, rows, h, d, staticH, shape, up, scratchUp,
              /*parallelPanels=*/false);
 
@@ -264,9 +280,33 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
           b, loc, vector::BroadcastOp::create(b, loc, vectorType, w), y);
       storeVector(b, loc, scaled, planes, planeRow(b, loc, row, n), mask);
     };
-    Value scratchDown = allocatePackedScratch(b, loc, d, h, shape);
+    Value scratchDown;
+    if (panelWidth)
+      down.loadPackedB = panelLoader(ex, w2, *panelWidth, vectorType);
+    else
+      scratchDown = allocatePackedScratch(b, loc, d, h, shape);
     emitGemm(b, loc, rows, d, h, staticD, shape, down, scratchDown,
              /*parallelPanels=*/false);
+  }
+
+  /// Reads B[k, n .. n + lanes) of expert `ex` from the panels `w`
+  /// [E, P, K, width] in place; columns past the last panel (masked out of
+  /// every store) read the last panel instead.
+  static std::function<Value(OpBuilder &, Location, Value, Value)>
+  panelLoader(Value ex, Value w, int64_t width, VectorType vectorType) {
+    return [=](OpBuilder &b, Location loc, Value k, Value n) {
+      Value widthValue = indexConst(b, loc, width);
+      Value lastPanel = arith::SubIOp::create(
+          b, loc,
+          getValueOrCreateConstantIndexOp(
+              b, loc, memref::getMixedSize(b, loc, w, 1)),
+          indexConst(b, loc, 1));
+      Value panel = arith::MinSIOp::create(
+          b, loc, arith::DivUIOp::create(b, loc, n, widthValue), lastPanel);
+      Value lane = arith::RemUIOp::create(b, loc, n, widthValue);
+      return Value(vector::LoadOp::create(b, loc, vectorType, w,
+                                          ValueRange{ex, panel, k, lane}));
+    };
   }
 
   MicrokernelShape shape;

@@ -45,6 +45,9 @@ void populateExpertChoiceLoweringPatterns(RewritePatternSet &patterns,
 void populateSoftMoELoweringPatterns(RewritePatternSet &patterns,
                                      const MicrokernelShape &shape);
 
+/// unpack_panels (a copy from the GEMM panel layout).
+void populateUnpackPanelsLoweringPatterns(RewritePatternSet &patterns);
+
 /// The capacity rule in IR: rule(k * tokens * ratio / numExperts) in double
 /// precision, NaN or <= 0 -> 0, raised to a multiple of `multipleOf`; an
 /// index value. `ratio` is an f64 value.

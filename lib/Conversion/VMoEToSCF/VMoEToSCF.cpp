@@ -39,6 +39,7 @@ void mlir::vmoe::populateVMoEToSCFConversionPatterns(
   lowering::populateFusedExpertsLoweringPatterns(patterns, shape);
   lowering::populateExpertChoiceLoweringPatterns(patterns, shape);
   lowering::populateSoftMoELoweringPatterns(patterns, shape);
+  lowering::populateUnpackPanelsLoweringPatterns(patterns);
 }
 
 /// The lowerings compute in f32 only (SPEC §11; bf16 is issue work of its

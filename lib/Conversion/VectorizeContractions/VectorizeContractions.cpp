@@ -118,8 +118,7 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
     work = ShapedType::isDynamic(s) || ShapedType::isDynamic(work)
                ? ShapedType::kDynamic
                : work * s;
-  bool parallelPanels =
-      parallel && (ShapedType::isDynamic(work) || work >= kParallelWorkThreshold);
+  bool large = ShapedType::isDynamic(work) || work >= kParallelWorkThreshold;
   std::optional<int64_t> staticN;
   if (!ShapedType::isDynamic(staticSizes[nDim]))
     staticN = staticSizes[nDim];
@@ -131,11 +130,40 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
       outerDims.push_back(d);
   Value a = lhs->get(), bMem = rhs->get(), c = out->get();
   auto vectorType = VectorType::get({shape.lanes}, rewriter.getF32Type());
+  // Batched GEMMs (images x heads of attention, experts) split their
+  // batches across threads, each with its own packing scratch; single
+  // GEMMs split their column panels. Either way every output element has
+  // one writer and one summation order, whatever the thread count.
+  int64_t batches = 1;
+  for (unsigned d : outerDims)
+    batches = ShapedType::isDynamic(staticSizes[d]) ||
+                      ShapedType::isDynamic(batches)
+                  ? ShapedType::kDynamic
+                  : batches * staticSizes[d];
+  bool parallelBatches = parallel && large && !outerDims.empty() &&
+                         (ShapedType::isDynamic(batches) || batches >= 2);
+  bool parallelPanels = parallel && large && !parallelBatches;
 
   std::function<void(OpBuilder &, Location, unsigned,
                      DenseMap<unsigned, Value> &)>
       nest = [&](OpBuilder &b, Location loc, unsigned level,
                  DenseMap<unsigned, Value> &ivs) {
+        if (level == 0 && parallelBatches) {
+          SmallVector<Value> lbs, ubs, steps;
+          for (unsigned d : outerDims) {
+            lbs.push_back(arith::ConstantIndexOp::create(b, loc, 0));
+            ubs.push_back(size(d));
+            steps.push_back(arith::ConstantIndexOp::create(b, loc, 1));
+          }
+          scf::ParallelOp::create(
+              b, loc, lbs, ubs, steps,
+              [&](OpBuilder &b, Location loc, ValueRange parallelIvs) {
+                for (auto [d, iv] : llvm::zip_equal(outerDims, parallelIvs))
+                  ivs[d] = iv;
+                nest(b, loc, outerDims.size(), ivs);
+              });
+          return;
+        }
         if (level < outerDims.size()) {
           unsigned d = outerDims[level];
           scf::ForOp::create(

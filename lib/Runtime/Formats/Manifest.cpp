@@ -288,6 +288,18 @@ readTensor(const json::Value &value, std::string path, std::string &error) {
     tensor.shape.push_back(*dim);
     tensor.numElements = product;
   }
+  if (object->get("panel_width")) {
+    std::optional<int64_t> width = reader.getInt("panel_width", 1, 1024);
+    if (!width)
+      return std::nullopt;
+    if (tensor.shape.size() < 2 || tensor.shape.back() % *width != 0) {
+      reader.fail("panel_width",
+                  "must divide the last dim of a tensor of rank >= 2, got " +
+                      Twine(*width));
+      return std::nullopt;
+    }
+    tensor.panelWidth = *width;
+  }
   return tensor;
 }
 

@@ -40,6 +40,10 @@ struct TensorInfo {
   /// An expert tensor (dim 0: experts) of which each rank of an expert
   /// parallel model reads only its experts' rows.
   bool expertSharded = false;
+  /// Width L of the GEMM panels the tensor is stored in (0: plain). A
+  /// [..., K, N] tensor is read from safetensors plain and packed once at
+  /// load into [..., N/L, K, L] (docs/ModelFormat.md §5).
+  int64_t panelWidth = 0;
 };
 
 /// One MoE layer: what the runtime needs to check a capacity ratio.

@@ -6,12 +6,23 @@
 // The register tile of the fused expert kernels: by default 6 rows x 2
 // vectors of 8 lanes (12 accumulators, one FMA per accumulator and k), with
 // AVX-512 8 x 3 vectors of 16 lanes (24 accumulators); two GEMMs per op.
+// The rows after the full tiles take one exact tile of 1 .. rows-1 rows
+// (scf.index_switch): 12 + 2 * (1 + .. + 5) = 42 FMAs per GEMM narrow,
+// 24 + 3 * (1 + .. + 7) = 108 wide.
 
 // NARROW-LABEL: func.func @tiles
-// NARROW-COUNT-24: vector.fma {{.*}} : vector<8xf32>
+// NARROW-COUNT-12: vector.fma {{.*}} : vector<8xf32>
+// NARROW: scf.index_switch
+// NARROW-COUNT-30: vector.fma {{.*}} : vector<8xf32>
+// NARROW-COUNT-42: vector.fma {{.*}} : vector<8xf32>
+// NARROW-NOT: vector.fma
 // NARROW-NOT: vector<16xf32>
 // WIDE-LABEL: func.func @tiles
-// WIDE-COUNT-48: vector.fma {{.*}} : vector<16xf32>
+// WIDE-COUNT-24: vector.fma {{.*}} : vector<16xf32>
+// WIDE: scf.index_switch
+// WIDE-COUNT-84: vector.fma {{.*}} : vector<16xf32>
+// WIDE-COUNT-108: vector.fma {{.*}} : vector<16xf32>
+// WIDE-NOT: vector.fma
 // WIDE-NOT: vector<8xf32>
 // BAD: error: vector-width, tile-rows and tile-vectors must be positive
 func.func @tiles(%x: tensor<1x64x64xf32>, %s: tensor<1x64x2xi32>, %w: tensor<1x64x2xf32>,

@@ -506,6 +506,24 @@ LogicalResult FusedExpertsOp::verify() {
   int64_t e = dimOf(getSlotEntries(), 0);
   if (failed(verifyShape(op, "fill", getFill(), {e, g}, "E x G")))
     return failure();
+  // fused_experts-C5: the panel layout of vmoe.unpack_panels.
+  if (std::optional<uint64_t> panels = getWeightPanels()) {
+    auto l = static_cast<int64_t>(*panels);
+    if (failed(verifyRank(op, "b1", getB1(), 2, "E x H")))
+      return failure();
+    int64_t h = dimOf(getB1(), 1);
+    auto count = [l](int64_t n) {
+      return ShapedType::isDynamic(n) ? n : (n + l - 1) / l;
+    };
+    if (failed(verifyShape(op, "w1", getW1(), {e, count(h), d, l},
+                           "E x ceil(H/L) x D x L")) ||
+        failed(verifyShape(op, "b1", getB1(), {e, h}, "E x H")) ||
+        failed(verifyShape(op, "w2", getW2(), {e, count(d), h, l},
+                           "E x ceil(D/L) x H x L")) ||
+        failed(verifyShape(op, "b2", getB2(), {e, d}, "E x D")))
+      return failure();
+    return success();
+  }
   // fused_experts-C4.
   if (failed(verifyRank(op, "w1", getW1(), 3, "E x D x H")))
     return failure();
@@ -696,3 +714,42 @@ LogicalResult SoftMoEOp::verify() {
 
 #define GET_OP_CLASSES
 #include "vmoe/Dialect/VMoE/IR/VMoEOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// UnpackPanelsOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult UnpackPanelsOp::verify() {
+  auto panelsType = getPanels().getType();
+  auto resultType = getResult().getType();
+  int64_t rank = panelsType.getRank();
+  // unpack_panels-C1.
+  if (rank < 3)
+    return emitOpError() << "'panels' must have rank >= 3 (... x P x K x L), "
+                            "got rank "
+                         << rank;
+  if (resultType.getRank() != rank - 1)
+    return emitOpError() << "result must have rank " << rank - 1
+                         << " (... x K x N), got rank "
+                         << resultType.getRank();
+  ArrayRef<int64_t> in = panelsType.getShape(), out = resultType.getShape();
+  SmallVector<int64_t> expected(in.begin(), in.end() - 3);
+  expected.push_back(in[rank - 2]);
+  expected.push_back(out.back());
+  for (auto [actual, want] : llvm::zip_equal(out, expected))
+    if (!dimsCompatible(actual, want))
+      return emitOpError() << "result must have shape "
+                           << formatShape(expected) << " (... x K x N), got "
+                           << formatShape(out);
+  // unpack_panels-C2.
+  int64_t p = in[rank - 3], l = in[rank - 1], n = out.back();
+  if (ShapedType::isDynamic(p) || ShapedType::isDynamic(l) ||
+      ShapedType::isDynamic(n))
+    return success();
+  if (n > p * l || n <= (p - 1) * l)
+    return emitOpError() << "result dim N (" << n << ") must need exactly "
+                         << p << " panels of width " << l
+                         << ", i.e. lie in (" << (p - 1) * l << ", " << p * l
+                         << "]";
+  return success();
+}

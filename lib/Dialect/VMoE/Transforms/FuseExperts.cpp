@@ -68,13 +68,33 @@ struct FuseDispatchExpertCombine : OpRewritePattern<CombineOp> {
         RankedTensorType::get({e, g}, i32), dispatch.getExpertIds(),
         dispatch.getOrder(), dispatch.getRuntimeCapacity(),
         dispatch.getNumValid());
+    // Weights stored in panel layout reach the fused op as panels, so its
+    // lowering reads them in place (no repacking per call).
+    Value w1 = ffn.getW1(), w2 = ffn.getW2();
+    IntegerAttr panelWidth;
+    auto unpack1 = w1.getDefiningOp<UnpackPanelsOp>();
+    auto unpack2 = w2.getDefiningOp<UnpackPanelsOp>();
+    if (unpack1 && unpack2) {
+      int64_t l1 = unpack1.getPanels().getType().getShape().back();
+      int64_t l2 = unpack2.getPanels().getType().getShape().back();
+      if (l1 == l2 && !ShapedType::isDynamic(l1)) {
+        w1 = unpack1.getPanels();
+        w2 = unpack2.getPanels();
+        panelWidth = rewriter.getI64IntegerAttr(l1);
+      }
+    }
     auto fused = FusedExpertsOp::create(
         rewriter, loc, xType, dispatch.getX(), assign.getSlots(),
-        combine.getWeights(), assign.getSlotEntries(), assign.getFill(),
-        ffn.getW1(), ffn.getB1(), ffn.getW2(), ffn.getB2(),
-        ffn.getActivationAttr());
+        combine.getWeights(), assign.getSlotEntries(), assign.getFill(), w1,
+        ffn.getB1(), w2, ffn.getB2(), ffn.getActivationAttr(), panelWidth);
     rewriter.replaceOp(combine, fused.getOutput());
     rewriter.eraseOp(ffn);
+    if (panelWidth) {
+      if (unpack1->use_empty())
+        rewriter.eraseOp(unpack1);
+      if (unpack2 != unpack1 && unpack2->use_empty())
+        rewriter.eraseOp(unpack2);
+    }
     rewriter.replaceAllUsesWith(dispatch.getSlots(), assign.getSlots());
     rewriter.eraseOp(dispatch);
     return success();

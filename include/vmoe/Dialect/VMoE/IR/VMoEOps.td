@@ -403,10 +403,19 @@ def VMoE_FusedExpertsOp : VMoE_Op<"fused_experts", [Pure,
     choice order, exactly as `vmoe.combine` does; a token dropped by all its
     experts gets 0. Unfilled slots cost nothing.
 
+    With `weight_panels = L`, w1 and w2 come in the panel layout of
+    `vmoe.unpack_panels` (constant weights packed once, at model load):
+    w1 is `E x ceil(H/L) x D x L` and w2 `E x ceil(D/L) x H x L`, with
+    `w1[e, n / L, k, n % L]` the plain `w1[e, k, n]` (zeros past H), and
+    the CPU lowering reads the panels in place instead of repacking the
+    weights on every call. `vmoe-fuse-experts` sets it when both weights
+    come from `vmoe.unpack_panels`.
+
     Rules: fused_experts-C1 (x `G x S x D`), fused_experts-C2 (slots and
     weights `G x S x k`), fused_experts-C3 (slot_entries `E x G x B`, fill
     `E x G`), fused_experts-C4 (w1 `E x D x H`, b1 `E x H`, w2 `E x H x D`,
-    b2 `E x D`).
+    b2 `E x D`), fused_experts-C5 (with `weight_panels = L`: w1
+    `E x ceil(H/L) x D x L`, w2 `E x ceil(D/L) x H x L`, H from b1).
 
     ```mlir
     %out = vmoe.fused_experts %x, %slots, %weights, %entries, %fill,
@@ -427,7 +436,8 @@ def VMoE_FusedExpertsOp : VMoE_Op<"fused_experts", [Pure,
     VMoE_FloatTensor:$b1,
     VMoE_FloatTensor:$w2,
     VMoE_FloatTensor:$b2,
-    DefaultValuedAttr<VMoE_ActivationAttr, "Activation::gelu_tanh">:$activation
+    DefaultValuedAttr<VMoE_ActivationAttr, "Activation::gelu_tanh">:$activation,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$weight_panels
   );
   let results = (outs VMoE_FloatTensor:$output);
   let assemblyFormat = [{
@@ -798,6 +808,41 @@ def VMoE_ExchangeCombineOp : VMoE_ExchangeOp<"exchange_combine"> {
         -> tensor<8x1x4x10xf32>
     ```
   }];
+}
+
+//===----------------------------------------------------------------------===//
+// UnpackPanelsOp
+//===----------------------------------------------------------------------===//
+
+def VMoE_UnpackPanelsOp : VMoE_Op<"unpack_panels", [Pure,
+    AllElementTypesMatch<["panels", "result"]>]> {
+  let summary = "Plain weights from weights stored in GEMM panel layout";
+  let description = [{
+    `result[..., k, n] = panels[..., n / L, k, n % L]` where L is the last
+    dim of `panels` (the panel width): a `... x K x N` weight stored as
+    `... x ceil(N/L) x K x L` column panels, each `K x L` block contiguous,
+    the last panel zero-padded past N. It is the layout the CPU GEMM
+    microkernel streams its B operand in, so constant weights stored this
+    way (packed once, at model load; docs/ModelFormat.md) need no repacking
+    per call: `vmoe-fuse-experts` hands the panels of both expert weights
+    straight to `vmoe.fused_experts` (`weight_panels = L`); elsewhere the op
+    lowers to a transpose.
+
+    Rules: unpack_panels-C1 (panels rank >= 3, result rank one less, same
+    leading dims and K), unpack_panels-C2 (`(P - 1) * L < N <= P * L` for P
+    panels of width L).
+
+    ```mlir
+    %w1 = vmoe.unpack_panels %packed
+        : tensor<32x128x512x16xf32> -> tensor<32x512x2048xf32>
+    ```
+  }];
+  let arguments = (ins VMoE_FloatTensor:$panels);
+  let results = (outs VMoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $panels attr-dict `:` type($panels) `->` type($result)
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // VMOE_DIALECT_VMOE_IR_VMOEOPS_TD

@@ -42,7 +42,10 @@ def VMoEFuseExpertsPass : Pass<"vmoe-fuse-experts", "::mlir::func::FuncOp"> {
     weighted combine of the filled rows only). The `E x G x B x D` buffers
     and expert outputs disappear; results are the same as the unfused ops.
     Needs static capacities (run vmoe-buffer-sizing first); chains whose
-    intermediate values escape are left alone.
+    intermediate values escape are left alone. When both expert weights
+    come from `vmoe.unpack_panels` with one panel width L, the fused op
+    takes the panels themselves (`weight_panels = L`) and the unpack ops
+    left without users are erased.
   }];
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
 }

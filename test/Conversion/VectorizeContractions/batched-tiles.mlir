@@ -1,0 +1,60 @@
+// RUN: vmoe-opt %s -split-input-file -vmoe-vectorize-contractions | FileCheck %s
+// RUN: vmoe-opt %s -split-input-file -vmoe-vectorize-contractions="parallel=true" \
+// RUN:   | FileCheck %s --check-prefix=PAR
+
+// Attention scores q . kT batched over images x heads (kT [N, heads, dh, T]
+// made by the frontend, so B is contiguous along the output columns): the
+// microkernel per (image, head). With `parallel` and enough work the
+// batches run on threads, each with its own packing scratch (allocated and
+// freed inside the scf.parallel); the column blocks inside stay serial.
+// 26 rows = 4 full tiles of 6 and one exact tile of 2 (no padded rows).
+// CHECK-LABEL: func.func @attention_scores
+// CHECK: scf.for
+// CHECK:   scf.for
+// CHECK:     memref.alloc
+// CHECK:     scf.for {{.*}} step %c6
+// CHECK-COUNT-12: vector.fma
+// CHECK:     scf.index_switch
+// CHECK:     case 2 {
+// CHECK-COUNT-4: vector.fma
+// CHECK:     memref.dealloc
+// PAR-LABEL: func.func @attention_scores
+// PAR: scf.parallel (%{{.*}}, %{{.*}}) = (%{{.*}}, %{{.*}}) to (%c8, %c6)
+// PAR:   memref.alloc
+// PAR-NOT: scf.parallel
+// PAR:   memref.dealloc
+// PAR: return
+func.func @attention_scores(%q: memref<8x26x6x64xf32>, %kt: memref<8x6x64x32xf32>,
+                            %s: memref<8x6x26x32xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(n, h, i, j, c) -> (n, i, h, c)>,
+                                   affine_map<(n, h, i, j, c) -> (n, h, c, j)>,
+                                   affine_map<(n, h, i, j, c) -> (n, h, i, j)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %kt : memref<8x26x6x64xf32>, memref<8x6x64x32xf32>) outs(%s : memref<8x6x26x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %p : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+/// A single large GEMM (no batch dims) keeps splitting its column blocks.
+// PAR-LABEL: func.func @negative_single_gemm_batches
+// PAR: scf.parallel (%{{.*}}) = (%{{.*}}) to (%{{.*}}) step (%{{.*}})
+// PAR-NOT: scf.parallel
+func.func @negative_single_gemm_batches(%a: memref<1024x128xf32>, %b: memref<128x64xf32>,
+                                        %c: memref<1024x64xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(m, k, n) -> (m, k)>, affine_map<(m, k, n) -> (k, n)>,
+                                   affine_map<(m, k, n) -> (m, n)>],
+                  iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %b : memref<1024x128xf32>, memref<128x64xf32>) outs(%c : memref<1024x64xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %p : f32
+    linalg.yield %r : f32
+  }
+  return
+}
