@@ -37,6 +37,7 @@ void mlir::vmoe::populateVMoEToSCFConversionPatterns(
   lowering::populateFusedExpertsLoweringPatterns(patterns, shape);
   lowering::populateExpertChoiceLoweringPatterns(patterns, shape);
   lowering::populateSoftMoELoweringPatterns(patterns, shape);
+  lowering::populateRouterLossesLoweringPatterns(patterns);
 }
 
 namespace mlir::vmoe {

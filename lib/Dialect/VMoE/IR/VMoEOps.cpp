@@ -609,5 +609,78 @@ LogicalResult SoftMoEOp::verify() {
                              dimOf(getPhi(), 1), d);
 }
 
+//===----------------------------------------------------------------------===//
+// RouterLossesOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RouterLossesOp::verify() {
+  Operation *op = getOperation();
+  // router_losses-C1.
+  if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")) ||
+      failed(verifyRank(op, "router", getRouter(), 2, "D x E")))
+    return failure();
+  int64_t g = dimOf(getX(), 0), s = dimOf(getX(), 1), d = dimOf(getX(), 2);
+  int64_t e = dimOf(getRouter(), 1);
+  if (!dimsCompatible(dimOf(getRouter(), 0), d))
+    return emitOpError() << "'router' dim 0 (" << dimOf(getRouter(), 0)
+                         << ") must equal the model width D of 'x' (" << d
+                         << ")";
+  // router_losses-C2 (k >= 1 is part of the attribute constraint).
+  auto k = static_cast<int64_t>(getK());
+  if (!ShapedType::isDynamic(e) && k > e)
+    return emitOpError() << "k (" << k
+                         << ") must not exceed the number of experts E (" << e
+                         << ")";
+  // router_losses-C3.
+  std::optional<double> noiseStd = toDouble(getNoiseStdAttr());
+  if (static_cast<bool>(getNoise()) != noiseStd.has_value())
+    return emitOpError()
+           << "the 'noise' operand and the 'noise_std' attribute must be "
+              "given together (got "
+           << (getNoise() ? "noise" : "noise_std") << " only)";
+  if (noiseStd) {
+    if (!std::isfinite(*noiseStd) || *noiseStd <= 0)
+      return emitOpError() << "noise_std must be finite and > 0, got "
+                           << ::vmoe::formatShortest(*noiseStd);
+    if (failed(verifyShape(op, "noise", getNoise(), {g, s, e}, "G x S x E")))
+      return failure();
+    if (getElementTypeOrSelf(getNoise().getType()) !=
+        getElementTypeOrSelf(getX().getType()))
+      return emitOpError() << "'noise' must have the element type of 'x' ("
+                           << getElementTypeOrSelf(getX().getType())
+                           << "), got "
+                           << getElementTypeOrSelf(getNoise().getType());
+  }
+  // router_losses-C4 (f32 is part of the result constraint).
+  for (auto [name, value] :
+       {std::pair<StringRef, Value>{"importance", getImportance()},
+        {"load", getLoad()},
+        {"gshard", getGshard()}})
+    if (failed(verifyShape(op, name, value, {g}, "G")))
+      return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ExpertSwiGLUOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ExpertSwiGLUOp::verify() {
+  Operation *op = getOperation();
+  // expert_swiglu-C1.
+  if (failed(verifyRank(op, "buffers", getBuffers(), 4, "E x G x B x D")))
+    return failure();
+  int64_t e = dimOf(getBuffers(), 0), d = dimOf(getBuffers(), 3);
+  // expert_swiglu-C2.
+  if (failed(verifyShape(op, "w_gate", getWGate(), {e, d, ShapedType::kDynamic},
+                         "E x D x H")))
+    return failure();
+  int64_t h = dimOf(getWGate(), 2);
+  if (failed(verifyShape(op, "w_up", getWUp(), {e, d, h}, "E x D x H")))
+    return failure();
+  // expert_swiglu-C3.
+  return verifyShape(op, "w_down", getWDown(), {e, h, d}, "E x H x D");
+}
+
 #define GET_OP_CLASSES
 #include "vmoe/Dialect/VMoE/IR/VMoEOps.cpp.inc"
