@@ -197,6 +197,11 @@ struct RouterLossesOpLowering : OpConversionPattern<RouterLossesOp> {
     Location loc = op.getLoc();
     OpBuilder &b = rewriter;
     Value router = adaptor.getRouter();
+    // Without noise (an inference graph) the load loss is the constant 0.
+    Value load;
+    if (!adaptor.getNoise())
+      load = filledTensor(b, loc, {mixedSizes(b, loc, adaptor.getX())[0]},
+                          floatConst(b, loc, b.getF32Type(), 0));
     Value logits = buildRouterLogits(b, loc, adaptor.getX(), router);
     Value noisy = logits;
     std::optional<double> noiseStd;
@@ -238,7 +243,6 @@ struct RouterLossesOpLowering : OpConversionPattern<RouterLossesOp> {
 
     // load: L[e] = sum_t (1 - Phi((thr[t] - logits[t, e]) / sigma)), the
     // mean's 1/S cancelling in the ratio; 1 - Phi(z) = erfc(z/sqrt 2) / 2.
-    Value load;
     if (noiseStd) {
       Value threshold = kthLargest(b, loc, noisy,
                                    static_cast<int64_t>(op.getK()));
@@ -258,9 +262,6 @@ struct RouterLossesOpLowering : OpConversionPattern<RouterLossesOp> {
             return arith::MulFOp::create(b, loc, tail, c(0.5));
           });
       load = squaredVariation(b, loc, probabilities, numExperts);
-    } else {
-      load = filledTensor(b, loc, {sizes[0]},
-                          floatConst(b, loc, b.getF32Type(), 0));
     }
     rewriter.replaceOp(op, {importance, load, gshard});
     return success();
