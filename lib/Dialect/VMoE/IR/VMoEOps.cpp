@@ -461,6 +461,16 @@ LogicalResult FusedExpertsOp::verify() {
       failed(verifyShape(op, "w2", getW2(), {e, h, d}, "E x H x D")) ||
       failed(verifyShape(op, "b2", getB2(), {e, d}, "E x D")))
     return failure();
+  // fused_experts-C5.
+  if (!getWUp())
+    return success();
+  if (failed(verifyShape(op, "w_up", getWUp(), {e, d, h}, "E x D x H")))
+    return failure();
+  if (getElementTypeOrSelf(getWUp().getType()) !=
+      getElementTypeOrSelf(getX().getType()))
+    return emitOpError() << "'w_up' must have the element type of 'x' ("
+                         << getElementTypeOrSelf(getX().getType()) << "), got "
+                         << getElementTypeOrSelf(getWUp().getType());
   return success();
 }
 

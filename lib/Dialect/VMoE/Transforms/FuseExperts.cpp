@@ -12,6 +12,7 @@
 
 #include "vmoe/Dialect/VMoE/IR/VMoE.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -32,13 +33,17 @@ struct FuseDispatchExpertCombine : OpRewritePattern<CombineOp> {
 
   LogicalResult matchAndRewrite(CombineOp combine,
                                 PatternRewriter &rewriter) const override {
-    auto ffn = combine.getExpertOutputs().getDefiningOp<ExpertFFNOp>();
-    if (!ffn)
-      return rewriter.notifyMatchFailure(combine, "not fed by expert_ffn");
-    if (!ffn.getOutput().hasOneUse())
+    Operation *ffn = combine.getExpertOutputs().getDefiningOp();
+    auto mlp = dyn_cast_or_null<ExpertFFNOp>(ffn);
+    auto swiglu = dyn_cast_or_null<ExpertSwiGLUOp>(ffn);
+    if (!mlp && !swiglu)
+      return rewriter.notifyMatchFailure(
+          combine, "not fed by expert_ffn or expert_swiglu");
+    if (!ffn->getResult(0).hasOneUse())
       return rewriter.notifyMatchFailure(combine,
                                          "expert outputs have other users");
-    auto dispatch = ffn.getBuffers().getDefiningOp<DispatchOp>();
+    Value buffers = mlp ? mlp.getBuffers() : swiglu.getBuffers();
+    auto dispatch = buffers.getDefiningOp<DispatchOp>();
     if (!dispatch)
       return rewriter.notifyMatchFailure(combine, "buffers not from dispatch");
     if (!dispatch.getBuffers().hasOneUse())
@@ -59,6 +64,12 @@ struct FuseDispatchExpertCombine : OpRewritePattern<CombineOp> {
       return rewriter.notifyMatchFailure(combine,
                                          "output type differs from x");
 
+    if (swiglu && (ShapedType::isDynamic(e) ||
+                   ShapedType::isDynamic(xType.getDimSize(2)) ||
+                   swiglu.getWUp().getType().isDynamicDim(2)))
+      return rewriter.notifyMatchFailure(
+          combine, "gated experts need static E, D and H (zero biases)");
+
     Location loc = combine.getLoc();
     int64_t g = xType.getDimSize(0);
     Type i32 = rewriter.getI32Type();
@@ -68,11 +79,31 @@ struct FuseDispatchExpertCombine : OpRewritePattern<CombineOp> {
         RankedTensorType::get({e, g}, i32), dispatch.getExpertIds(),
         dispatch.getOrder(), dispatch.getRuntimeCapacity(),
         dispatch.getNumValid());
-    auto fused = FusedExpertsOp::create(
-        rewriter, loc, xType, dispatch.getX(), assign.getSlots(),
-        combine.getWeights(), assign.getSlotEntries(), assign.getFill(),
-        ffn.getW1(), ffn.getB1(), ffn.getW2(), ffn.getB2(),
-        ffn.getActivationAttr());
+    FusedExpertsOp fused;
+    if (mlp) {
+      fused = FusedExpertsOp::create(
+          rewriter, loc, xType, dispatch.getX(), assign.getSlots(),
+          combine.getWeights(), assign.getSlotEntries(), assign.getFill(),
+          mlp.getW1(), mlp.getB1(), mlp.getW2(), mlp.getB2(),
+          /*w_up=*/Value(), mlp.getActivationAttr());
+    } else {
+      // SwiGLU: w1 = w_gate, w2 = w_down, act = silu, zero biases.
+      auto upType = swiglu.getWUp().getType();
+      int64_t h = upType.getDimSize(2), d = xType.getDimSize(2);
+      auto zeros = [&](ArrayRef<int64_t> shape) {
+        auto type = RankedTensorType::get(shape, upType.getElementType());
+        return arith::ConstantOp::create(
+            rewriter, loc, type,
+            DenseElementsAttr::get(
+                type, rewriter.getFloatAttr(upType.getElementType(), 0)));
+      };
+      fused = FusedExpertsOp::create(
+          rewriter, loc, xType, dispatch.getX(), assign.getSlots(),
+          combine.getWeights(), assign.getSlotEntries(), assign.getFill(),
+          swiglu.getWGate(), zeros({e, h}), swiglu.getWDown(), zeros({e, d}),
+          swiglu.getWUp(),
+          ActivationAttr::get(rewriter.getContext(), Activation::silu));
+    }
     rewriter.replaceOp(combine, fused.getOutput());
     rewriter.eraseOp(ffn);
     rewriter.replaceAllUsesWith(dispatch.getSlots(), assign.getSlots());

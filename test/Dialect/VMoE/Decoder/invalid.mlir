@@ -191,3 +191,29 @@ func.func @negative_expert_swiglu_types(%b: tensor<4x1x6x10xf32>, %wg: tensor<4x
       : tensor<4x1x6x10xf32>, tensor<4x10x12xbf16>, tensor<4x10x12xf32>, tensor<4x12x10xf32>
   return
 }
+
+// -----
+
+/// fused_experts-C5: w_up is E x D x H, the shape of w1.
+func.func @negative_fused_experts_w_up_shape(%x: tensor<1x16x8xf32>, %s: tensor<1x16x2xi32>, %w: tensor<1x16x2xf32>,
+    %e: tensor<4x1x16xi32>, %f: tensor<4x1xi32>, %wg: tensor<4x8x12xf32>, %b1: tensor<4x12xf32>,
+    %wd: tensor<4x12x8xf32>, %b2: tensor<4x8xf32>, %wu: tensor<4x8x10xf32>) {
+  // expected-error @+1 {{'w_up' must have shape 4x8x12 (E x D x H), got 4x8x10}}
+  %o = vmoe.fused_experts %x, %s, %w, %e, %f, %wg, %b1, %wd, %b2 gated(%wu : tensor<4x8x10xf32>)
+      : tensor<1x16x8xf32>, tensor<1x16x2xi32>, tensor<1x16x2xf32>, tensor<4x1x16xi32>, tensor<4x1xi32>,
+        tensor<4x8x12xf32>, tensor<4x12xf32>, tensor<4x12x8xf32>, tensor<4x8xf32>
+  return
+}
+
+// -----
+
+/// fused_experts-C5: w_up has the element type of x.
+func.func @negative_fused_experts_w_up_type(%x: tensor<1x16x8xf32>, %s: tensor<1x16x2xi32>, %w: tensor<1x16x2xf32>,
+    %e: tensor<4x1x16xi32>, %f: tensor<4x1xi32>, %wg: tensor<4x8x12xf32>, %b1: tensor<4x12xf32>,
+    %wd: tensor<4x12x8xf32>, %b2: tensor<4x8xf32>, %wu: tensor<4x8x12xbf16>) {
+  // expected-error @+1 {{'w_up' must have the element type of 'x' ('f32'), got 'bf16'}}
+  %o = vmoe.fused_experts %x, %s, %w, %e, %f, %wg, %b1, %wd, %b2 gated(%wu : tensor<4x8x12xbf16>)
+      : tensor<1x16x8xf32>, tensor<1x16x2xi32>, tensor<1x16x2xf32>, tensor<4x1x16xi32>, tensor<4x1xi32>,
+        tensor<4x8x12xf32>, tensor<4x12xf32>, tensor<4x12x8xf32>, tensor<4x8xf32>
+  return
+}

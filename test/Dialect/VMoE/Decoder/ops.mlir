@@ -51,3 +51,18 @@ func.func @expert_swiglu_dynamic_capacity(%buf: tensor<4x2x?x10xf32>, %wg: tenso
       : tensor<4x2x?x10xf32>, tensor<4x10x12xf32>, tensor<4x10x12xf32>, tensor<4x12x10xf32>
   return %y : tensor<4x2x?x10xf32>
 }
+
+// -----
+
+// The gated (SwiGLU) form of vmoe.fused_experts that vmoe-fuse-experts makes.
+// CHECK-LABEL: func.func @fused_experts_gated
+// CHECK: vmoe.fused_experts %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} gated(%{{.*}} : tensor<4x8x12xf32>) {activation = #vmoe.activation<silu>}
+func.func @fused_experts_gated(%x: tensor<1x16x8xf32>, %s: tensor<1x16x2xi32>, %w: tensor<1x16x2xf32>,
+    %e: tensor<4x1x16xi32>, %f: tensor<4x1xi32>, %wg: tensor<4x8x12xf32>, %b1: tensor<4x12xf32>,
+    %wd: tensor<4x12x8xf32>, %b2: tensor<4x8xf32>, %wu: tensor<4x8x12xf32>) -> tensor<1x16x8xf32> {
+  %o = vmoe.fused_experts %x, %s, %w, %e, %f, %wg, %b1, %wd, %b2 gated(%wu : tensor<4x8x12xf32>)
+      {activation = #vmoe.activation<silu>}
+      : tensor<1x16x8xf32>, tensor<1x16x2xi32>, tensor<1x16x2xf32>, tensor<4x1x16xi32>, tensor<4x1xi32>,
+        tensor<4x8x12xf32>, tensor<4x12xf32>, tensor<4x12x8xf32>, tensor<4x8xf32>
+  return %o : tensor<1x16x8xf32>
+}

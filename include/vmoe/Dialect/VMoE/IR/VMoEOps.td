@@ -401,10 +401,16 @@ def VMoE_FusedExpertsOp : VMoE_Op<"fused_experts", [Pure,
     choice order, exactly as `vmoe.combine` does; a token dropped by all its
     experts gets 0. Unfilled slots cost nothing.
 
+    With `gated(%w_up)` the expert is the SwiGLU of `vmoe.expert_swiglu`
+    (fused from `dispatch -> expert_swiglu -> combine`):
+    `(act(row . w1[e] + b1[e]) * (row . w_up[e])) . w2[e] + b2[e]`, `w1`
+    the gate weights, `w2` the down weights, zero biases, act = silu.
+
     Rules: fused_experts-C1 (x `G x S x D`), fused_experts-C2 (slots and
     weights `G x S x k`), fused_experts-C3 (slot_entries `E x G x B`, fill
     `E x G`), fused_experts-C4 (w1 `E x D x H`, b1 `E x H`, w2 `E x H x D`,
-    b2 `E x D`).
+    b2 `E x D`), fused_experts-C5 (w_up `E x D x H`, the element type of
+    x).
 
     ```mlir
     %out = vmoe.fused_experts %x, %slots, %weights, %entries, %fill,
@@ -425,12 +431,14 @@ def VMoE_FusedExpertsOp : VMoE_Op<"fused_experts", [Pure,
     VMoE_FloatTensor:$b1,
     VMoE_FloatTensor:$w2,
     VMoE_FloatTensor:$b2,
+    Optional<VMoE_FloatTensor>:$w_up,
     DefaultValuedAttr<VMoE_ActivationAttr, "Activation::gelu_tanh">:$activation
   );
   let results = (outs VMoE_FloatTensor:$output);
   let assemblyFormat = [{
     $x `,` $slots `,` $weights `,` $slot_entries `,` $fill `,` $w1 `,` $b1 `,`
-    $w2 `,` $b2 attr-dict `:` type($x) `,` type($slots) `,` type($weights) `,`
+    $w2 `,` $b2 (`gated` `(` $w_up^ `:` type($w_up) `)`)? attr-dict `:`
+    type($x) `,` type($slots) `,` type($weights) `,`
     type($slot_entries) `,` type($fill) `,` type($w1) `,` type($b1) `,`
     type($w2) `,` type($b2)
   }];

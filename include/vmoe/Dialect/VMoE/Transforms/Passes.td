@@ -42,9 +42,12 @@ def VMoEFuseExpertsPass : Pass<"vmoe-fuse-experts", "::mlir::func::FuncOp"> {
     weighted combine of the filled rows only). The `E x G x B x D` buffers
     and expert outputs disappear; results are the same as the unfused ops.
     Needs static capacities (run vmoe-buffer-sizing first); chains whose
-    intermediate values escape are left alone.
+    intermediate values escape are left alone. The chain with
+    `vmoe.expert_swiglu` in place of `expert_ffn` becomes a gated
+    `fused_experts` (silu, `w_up`, zero biases; static E, D and H).
   }];
-  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 def VMoEFuseRoutingPass : Pass<"vmoe-fuse-routing", "::mlir::func::FuncOp"> {
