@@ -1,4 +1,5 @@
-"""Benchmark of expert choice and Soft MoE layers: compiled vs PyTorch.
+"""Benchmark of expert choice, Soft MoE and decoder MoE layers: compiled vs
+PyTorch.
 
     /usr/bin/python3 bench/family_layer_bench.py [--vmoe-opt build/bin/vmoe-opt]
         [--repeats N] [--rounds R] [--threads 1,2]
@@ -14,6 +15,9 @@ end emits:
   Soft MoE       vmoe.soft_moe (normalized logits against phi, dispatch
                  softmax over tokens, expert MLPs on E*P slots per group,
                  combine softmax over slots)
+  decoder        vmoe.route (Mixtral: top-2 KeepTopK renormalized; Switch:
+                 k = 1) + vmoe.dispatch (C = 1.25, or dropless C = E/k) +
+                 vmoe.expert_swiglu + vmoe.combine
 
 For every size and thread count it times, each in a fresh child process
 (the machinery of moe_layer_bench.py: median of --repeats calls after a
@@ -70,6 +74,15 @@ SIZES = {
     # Soft MoE groups are single images: 8 S/32 images, 4 S/16 images.
     "soft-s32": dict(family="soft", G=8, S=50, D=512, H=2048, E=32, P=2),
     "soft-s16": dict(family="soft", G=4, S=197, D=384, H=1536, E=64, P=2),
+    # Decoder-style blocks (vmoe.route + dispatch + expert_swiglu + combine):
+    # Mixtral routing (top-2 of 8, KeepTopK renormalized) at C = 1.25 and
+    # dropless (C = E/k, B = S), Switch (k = 1, C = 1.25).
+    "mixtral-c1.25": dict(family="decoder", G=1, S=512, D=512, H=1024, E=8,
+                          k=2, C=1.25, order="topk_softmax"),
+    "mixtral-dropless": dict(family="decoder", G=1, S=512, D=512, H=1024,
+                             E=8, k=2, C=4.0, order="topk_softmax"),
+    "switch-c1.25": dict(family="decoder", G=1, S=512, D=512, H=1024, E=8,
+                         k=1, C=1.25, order="softmax_topk"),
 }
 
 def default_vector_width():
@@ -87,7 +100,8 @@ def pipeline(vector_width):
 COMPILED = "vmoe"
 TORCH_STYLES = {"expert_choice": ("torch gather", "torch einsum",
                                   "torch loop"),
-                "soft": ("torch einsum", "torch bmm")}
+                "soft": ("torch einsum", "torch bmm"),
+                "decoder": ("torch loop", "torch gather")}
 ROOFLINE = "sgemm roofline"
 TORCH_VS_COMPILED_RTOL = 1e-4
 _SEPARATION = 1e-6
@@ -95,16 +109,26 @@ _MAX_DRAWS = 200
 
 
 def capacity(size):
-    """Expert choice B = round(S*C/E); Soft MoE: P."""
+    """Expert choice B = round(S*C/E); Soft MoE: P; decoder: round(k*S*C/E)."""
     if size["family"] == "soft":
         return size["P"]
     import vmoe_ref.ops as ref
-    return ref.sized_capacity(1, size["S"], size["C"], size["E"])
+    return ref.sized_capacity(size.get("k", 1), size["S"], size["C"],
+                              size["E"])
 
 
 def rows(size, B):
-    """Expert MLP rows per call."""
+    """Expert MLP rows per call (decoder: the k*G*S choices at most, the
+    rows a dropless layer must compute)."""
+    if size["family"] == "decoder":
+        return min(size["E"] * size["G"] * B,
+                   size["k"] * size["G"] * size["S"])
     return size["E"] * size["G"] * B
+
+
+def gemms(size):
+    """Expert GEMMs per row: 2 (MLP), 3 (SwiGLU)."""
+    return 3 if size["family"] == "decoder" else 2
 
 
 def _expert_choice_is_robust(x, router, B):
@@ -119,6 +143,16 @@ def _expert_choice_is_robust(x, router, B):
     ranked = -np.sort(-gates, axis=1)
     gap = ranked[:, B - 1] - ranked[:, B]
     return bool(np.all(gap > _SEPARATION * ranked[:, B - 1]))
+
+
+def _decoder_is_robust(x, router, k):
+    """Whether f32 rounding cannot change any token's top-k experts: its
+    k-th and (k+1)-th logits are apart (and the chosen ones among
+    themselves)."""
+    logits = x.astype(np.float64) @ router.astype(np.float64)
+    ranked = -np.sort(-logits, axis=-1)
+    step = ranked[..., :-1] - ranked[..., 1:]
+    return bool(np.all(step > _SEPARATION * np.abs(ranked[..., :-1])))
 
 
 def draw_inputs(name, size, B):
@@ -136,12 +170,24 @@ def draw_inputs(name, size, B):
             break
         router = rng.standard_normal((D, E), dtype=np.float32)
         router *= np.float32(1 / np.sqrt(D))
+        if size["family"] == "decoder":
+            if _decoder_is_robust(x, router, size["k"]):
+                arrays = dict(x=x, router=router)
+                break
+            continue
         if _expert_choice_is_robust(x, router, B):
             arrays = dict(x=x, router=router)
             break
     else:
         raise BenchError(f"{name}: no robust routing in {_MAX_DRAWS} draws")
     rng = np.random.default_rng([D, H, E])
+    if size["family"] == "decoder":
+        for n, shape, fan_in in (("w_gate", (E, D, H), D),
+                                 ("w_up", (E, D, H), D),
+                                 ("w_down", (E, H, D), H)):
+            arrays[n] = rng.standard_normal(shape, dtype=np.float32) * \
+                np.float32(1 / np.sqrt(fan_in))
+        return arrays
     arrays["w1"] = rng.standard_normal((E, D, H), dtype=np.float32) * \
         np.float32(1 / np.sqrt(D))
     arrays["w2"] = rng.standard_normal((E, H, D), dtype=np.float32) * \
@@ -154,6 +200,8 @@ def draw_inputs(name, size, B):
 
 
 def input_names(size):
+    if size["family"] == "decoder":
+        return ("x", "router", "w_gate", "w_up", "w_down")
     if size["family"] == "soft":
         return ("x", "phi", "scale", "w1", "b1", "w2", "b2")
     return ("x", "router", "w1", "b1", "w2", "b2")
@@ -167,6 +215,8 @@ def emit_mlir(size, B):
                f"tensor<{E}x{H}x{D}xf32>, tensor<{E}x{D}xf32>")
     w = weights.split(", ")
     expert_args = (f"%w1: {w[0]}, %b1: {w[1]}, %w2: {w[2]}, %b2: {w[3]}")
+    if size["family"] == "decoder":
+        return _emit_decoder_mlir(size, B)
     if size["family"] == "soft":
         t_phi = f"tensor<{D}x{E}x{size['P']}xf32>"
         args = f"%x: {t_x}, %phi: {t_phi}, %scale: tensor<f32>"
@@ -195,7 +245,103 @@ func.func @moe_layer({args}, {expert_args},
 """
 
 
+def _emit_decoder_mlir(size, B):
+    """route (Mixtral: topk_softmax + normalize) -> dispatch -> expert_swiglu
+    -> combine, out in destination-passing style."""
+    G, S, D, H, E, k = (size[n] for n in "GSDHEk")
+    t_x, m_x = f"tensor<{G}x{S}x{D}xf32>", f"memref<{G}x{S}x{D}xf32>"
+    t_r, t_g = f"tensor<{D}x{E}xf32>", f"tensor<{G}x{S}x{E}xf32>"
+    t_i, t_w = f"tensor<{G}x{S}x{k}xi32>", f"tensor<{G}x{S}x{k}xf32>"
+    t_b = f"tensor<{E}x{G}x{B}x{D}xf32>"
+    t_u, t_d = f"tensor<{E}x{D}x{H}xf32>", f"tensor<{E}x{H}x{D}xf32>"
+    attrs = f"k = {k} : i64"
+    if size["order"] == "topk_softmax":
+        attrs += ", order = #vmoe.route_order<topk_softmax>, normalize = true"
+    return f"""\
+// vmoe family_layer_bench: {size}
+func.func @moe_layer(%x: {t_x}, %router: {t_r}, %w_gate: {t_u},
+    %w_up: {t_u}, %w_down: {t_d},
+    %out_dest: {m_x}) attributes {{llvm.emit_c_interface}} {{
+  %gates, %ids, %weights = vmoe.route %x, %router {{{attrs}}}
+      : {t_x}, {t_r} -> {t_g}, {t_i}, {t_w}
+  %buffers, %slots = vmoe.dispatch %x, %ids {{capacity_ratio = {float(size['C'])!r} : f64}}
+      : {t_x}, {t_i} -> {t_b}, {t_i}
+  %y = vmoe.expert_swiglu %buffers, %w_gate, %w_up, %w_down
+      : {t_b}, {t_u}, {t_u}, {t_d}
+  %out = vmoe.combine %y, %ids, %slots, %weights
+      : {t_b}, {t_i}, {t_i}, {t_w} -> {t_x}
+  bufferization.materialize_in_destination %out in restrict writable
+      %out_dest : ({t_x}, {m_x}) -> ()
+  return
+}}
+"""
+
+
 # ------------------------------------------------- PyTorch implementations
+
+def _dec_route(x, router, k, order, B):
+    """Decoder routing as vmoe.route + vanilla vmoe.dispatch: ids, weights
+    [G,S,k] and each choice's slot (its rank among the choices of its
+    expert, choice-major then token order); keep = slot < B."""
+    import torch
+    import torch.nn.functional as F
+    G, S, _ = x.shape
+    E = router.shape[1]
+    logits = torch.matmul(x, router)
+    if order == "topk_softmax":
+        top = torch.topk(logits, k, dim=-1)
+        ids, weights = top.indices, torch.softmax(top.values, dim=-1)
+    else:
+        top = torch.topk(torch.softmax(logits, dim=-1), k, dim=-1)
+        ids, weights = top.indices, top.values
+    onehot = F.one_hot(ids, E).transpose(1, 2).reshape(G, k * S, E)
+    rank = (torch.cumsum(onehot, dim=1) - 1) * onehot
+    slots = rank.sum(-1).view(G, k, S).transpose(1, 2)     # [G, S, k]
+    return ids, weights, slots, slots < B
+
+
+def dec_loop(x, router, w_gate, w_up, w_down, k, order, B):
+    """The Hugging Face Mixtral style: per expert, index_select its kept
+    (token, choice) rows, SwiGLU with three mm, weighted index_add_."""
+    import torch
+    import torch.nn.functional as F
+    G, S, D = x.shape
+    E = router.shape[1]
+    ids, weights, _, keep = _dec_route(x, router, k, order, B)
+    flat_x = x.reshape(G * S, D)
+    flat_ids = torch.where(keep, ids, torch.full_like(ids, -1)).view(G * S, k)
+    flat_w = weights.reshape(G * S, k)
+    out = x.new_zeros(G * S, D)
+    for e in range(E):
+        token, choice = torch.nonzero(flat_ids == e, as_tuple=True)
+        if token.numel() == 0:
+            continue
+        rows = flat_x.index_select(0, token)
+        h = F.silu(torch.mm(rows, w_gate[e])) * torch.mm(rows, w_up[e])
+        y = torch.mm(h, w_down[e]) * flat_w[token, choice].unsqueeze(1)
+        out.index_add_(0, token, y)
+    return out.view(G, S, D)
+
+
+def dec_gather(x, router, w_gate, w_up, w_down, k, order, B):
+    """Tutel-like: kept rows scattered into [E, G*B, D] buffers, three bmm,
+    rows gathered back and weighted."""
+    import torch
+    import torch.nn.functional as F
+    G, S, D = x.shape
+    E = router.shape[1]
+    ids, weights, slots, keep = _dec_route(x, router, k, order, B)
+    groups = torch.arange(G).view(G, 1, 1).expand(G, S, k)
+    tokens = torch.arange(S).view(1, S, 1).expand(G, S, k)
+    e, g, s, t = ids[keep], groups[keep], slots[keep], tokens[keep]
+    buffers = x.new_zeros(E, G * B, D)
+    buffers[e, g * B + s] = x[g, t]
+    h = F.silu(torch.bmm(buffers, w_gate)) * torch.bmm(buffers, w_up)
+    y = torch.bmm(h, w_down)
+    out = x.new_zeros(G, S, D)
+    out.index_put_((g, t), y[e, g * B + s] * weights[keep].unsqueeze(1),
+                   accumulate=True)
+    return out
 
 def _ec_route(x, router, B):
     """gates [G,S,E] and each expert's top-B tokens [G,E,B] (topk)."""
@@ -316,6 +462,8 @@ _TORCH_FUNCTIONS = {
     ("expert_choice", "torch loop"): ec_loop,
     ("soft", "torch einsum"): soft_einsum,
     ("soft", "torch bmm"): soft_bmm,
+    ("decoder", "torch loop"): dec_loop,
+    ("decoder", "torch gather"): dec_gather,
 }
 
 
@@ -345,11 +493,16 @@ def _torch_child(job, inputs):
     if job["impl"] == ROOFLINE:
         count = rows(size, B)
         a = t["x"].reshape(G * S, D)[torch.arange(count) % (G * S)]
-        w1, w2 = t["w1"][0], t["w2"][0]
+        first = "w_gate" if size["family"] == "decoder" else "w1"
+        last = "w_down" if size["family"] == "decoder" else "w2"
+        w1, w2 = t[first][0], t[last][0]
         h, y = torch.zeros(count, H), torch.zeros(count, D)
+        h2 = torch.zeros(count, H)
 
         def call():
             torch.matmul(a, w1, out=h)
+            if size["family"] == "decoder":  # the w_up GEMM of SwiGLU
+                torch.matmul(a, w1, out=h2)
             torch.matmul(h, w2, out=y)
             return None
     else:
@@ -357,6 +510,8 @@ def _torch_child(job, inputs):
         args = [t[n] for n in input_names(size)]
         if size["family"] == "expert_choice":
             args.append(B)
+        if size["family"] == "decoder":
+            args += [size["k"], size["order"], B]
 
         def call():
             return function(*args)
@@ -432,7 +587,7 @@ def bench_size(name, args, workdir):
     print(f"{name}: compiled in {seconds:.1f} s", flush=True)
     styles = TORCH_STYLES[size["family"]]
     impls = (COMPILED, *styles, ROOFLINE)
-    gflop = 4.0 * rows(size, B) * size["D"] * size["H"] / 1e9
+    gflop = 2.0 * gemms(size) * rows(size, B) * size["D"] * size["H"] / 1e9
     record = {"size": size, "B_or_P": B, "expert_gflop": gflop,
               "compile_seconds": seconds, "configurations": {}}
     outputs = []
@@ -469,8 +624,8 @@ def bench_size(name, args, workdir):
             r["vs_fastest_torch"] = (r["median_ms"] /
                                      results[fastest]["median_ms"])
         ratio = statistics.median(ratios)
-        what = (f"C={size['C']} B={B}" if size["family"] == "expert_choice"
-                else f"P={B}")
+        what = (f"P={B}" if size["family"] == "soft"
+                else f"C={size['C']} B={B}")
         print(f"\n== {name} ({threads} thread{'s' * (threads > 1)}, load "
               f"average {load:.1f} before): {size['family']} G={size['G']} "
               f"S={size['S']} D={size['D']} H={size['H']} E={size['E']} "

@@ -8,6 +8,8 @@ from .expertchoice import (expert_choice, expert_choice_capacity,
                             expert_choice_experts, expert_choice_layer,
                             expert_choice_stats, experts_per_token)
 from .softmoe import default_slots, soft_logits, soft_moe
+from .losses import router_losses
+from .decoder import decoder_moe_layer, dropless_ratio, expert_swiglu
 
 __all__ = [
     "ACTIVATIONS", "CAPACITY_RULES", "PRIORITY_SCORES", "ROUTE_ORDERS",
@@ -18,4 +20,5 @@ __all__ = [
     "default_slots", "expert_choice", "expert_choice_capacity",
     "expert_choice_experts", "expert_choice_layer", "expert_choice_stats",
     "experts_per_token", "soft_logits", "soft_moe",
+    "router_losses", "decoder_moe_layer", "dropless_ratio", "expert_swiglu",
 ]

@@ -26,7 +26,7 @@ import torch
 
 import vmoe_ref
 
-from . import family_cases
+from . import decoder_cases, family_cases
 
 _DEFAULTS = dict(
     G=1, S=30, D=20, H=24, E=4, k=2, C=1.0,
@@ -42,6 +42,10 @@ _DEFAULTS = dict(
     static_b=False,            # buffers typed with a static B, not `?`
     pattern="random",          # or "ties", "one_expert"
     P=None,                    # Soft MoE slots per expert (None: round(S/E))
+    dropless=False,            # decoder: C = E/k, B = S (decoder_cases.py)
+    shared=False,              # decoder: one shared SwiGLU expert
+    losses=False,              # decoder: vmoe.router_losses outputs
+    noise_std=None,            # decoder: noisy gating (training graph)
 )
 
 # Two distinct gates of a token, or two BPR scores, closer than this
@@ -59,6 +63,9 @@ def _case(name, **params):
                 **params)
     if case["routing"] in family_cases.ROUTINGS:
         family_cases.size(case)
+        return case
+    if case["routing"] in decoder_cases.ROUTINGS:
+        decoder_cases.size(case)
         return case
     if not 1 <= case["k"] <= case["E"]:
         raise ValueError(f"{name}: k must be in [1, E]")
@@ -166,7 +173,8 @@ def _matrix():
         _case("odd_sizes_bpr_max_k2", S=37, D=13, H=19, routing=bpr,
               C=1.05),                                         # B 19
     ]
-    return cases + family_cases.matrix(_case)
+    return (cases + family_cases.matrix(_case)
+            + decoder_cases.matrix(_case))
 
 
 CASES = _matrix()
@@ -243,6 +251,11 @@ def make_inputs(case):
     family = case["routing"] in family_cases.ROUTINGS
     for attempt in range(_MAX_ATTEMPTS):
         rng = np.random.default_rng([case["seed"], attempt])
+        if case["routing"] in decoder_cases.ROUTINGS:
+            inputs = decoder_cases.draw(case, rng, _draw)
+            if decoder_cases.robust(case, inputs, _SEPARATION):
+                return inputs
+            continue
         inputs = family_cases.draw(case, rng, _draw) if family else \
             _draw(case, rng)
         if (family_cases.robust(case, inputs) if family
@@ -275,6 +288,8 @@ def reference(case, inputs):
     """
     if case["routing"] in family_cases.ROUTINGS:
         return family_cases.reference(case, inputs)
+    if case["routing"] in decoder_cases.ROUTINGS:
+        return decoder_cases.reference(case, inputs)
     single = _run_reference(case, inputs, torch.float32)
     double = _run_reference(case, inputs, torch.float64)
     for key in ("ids", "slots"):
@@ -295,6 +310,8 @@ def input_names(case):
     """The input memrefs of `@moe_case`, in order."""
     if case["routing"] in family_cases.ROUTINGS:
         return family_cases.input_names(case)
+    if case["routing"] in decoder_cases.ROUTINGS:
+        return decoder_cases.input_names(case)
     return INPUT_NAMES
 
 
@@ -302,6 +319,8 @@ def output_specs(case):
     """(name, shape, numpy dtype) of the destination memrefs, in order."""
     if case["routing"] in family_cases.ROUTINGS:
         return family_cases.output_specs(case)
+    if case["routing"] in decoder_cases.ROUTINGS:
+        return decoder_cases.output_specs(case)
     G, S, D, k = case["G"], case["S"], case["D"], case["k"]
     return [("ids", (G, S, k), np.int32), ("slots", (G, S, k), np.int32),
             ("out", (G, S, D), np.float32)]
@@ -337,6 +356,9 @@ def emit_mlir(case):
         args, body = family_cases.emit_body(case, _dict_attr,
                                             _capacity_attrs)
         return _function(case, args, body)
+    if case["routing"] in decoder_cases.ROUTINGS:
+        return _function(case, *decoder_cases.emit_body(case, _dict_attr,
+                                                        _f64))
     G, S, D, H, E, k = (case[n] for n in ("G", "S", "D", "H", "E", "k"))
     f32 = "xf32>"
     t_x, t_router = f"tensor<{G}x{S}x{D}{f32}", f"tensor<{D}x{E}{f32}"

@@ -67,6 +67,9 @@ struct FusedExpertsToGPU : OpConversionPattern<FusedExpertsOp> {
       return rewriter.notifyMatchFailure(op, "k must be static");
     if (!xType.getElementType().isF32())
       return rewriter.notifyMatchFailure(op, "only f32 is lowered");
+    if (op.getWUp())
+      return rewriter.notifyMatchFailure(
+          op, "gated (SwiGLU) experts are lowered for the CPU only (issue 11)");
     Activation activation = op.getActivation();
 
     Value x = readOnlyBuffer(b, loc, adaptor.getX());

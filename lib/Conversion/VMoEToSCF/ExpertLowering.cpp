@@ -91,9 +91,40 @@ struct ExpertFFNOpLowering : OpConversionPattern<ExpertFFNOp> {
   }
 };
 
+/// vmoe.expert_swiglu -> two matmuls, silu(gate) * up, matmul.
+struct ExpertSwiGLUOpLowering : OpConversionPattern<ExpertSwiGLUOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(ExpertSwiGLUOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    OpBuilder &b = rewriter;
+    Value gate = buildExpertMatmul(b, loc, adaptor.getBuffers(),
+                                   adaptor.getWGate());
+    Value up =
+        buildExpertMatmul(b, loc, adaptor.getBuffers(), adaptor.getWUp());
+    AffineMap id = b.getMultiDimIdentityMap(4);
+    Value hidden =
+        linalg::GenericOp::create(
+            b, loc, up.getType(), ValueRange{gate}, ValueRange{up}, {id, id},
+            SmallVector<IteratorType>(4, IteratorType::parallel),
+            [&](OpBuilder &b, Location loc, ValueRange args) {
+              Value act = buildActivation(b, loc, Activation::silu, args[0]);
+              linalg::YieldOp::create(
+                  b, loc,
+                  ValueRange{arith::MulFOp::create(b, loc, act, args[1])});
+            })
+            .getResult(0);
+    rewriter.replaceOp(op,
+                       buildExpertMatmul(b, loc, hidden, adaptor.getWDown()));
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::vmoe::lowering::populateExpertLoweringPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<ExpertFFNOpLowering>(patterns.getContext());
+  patterns.add<ExpertFFNOpLowering, ExpertSwiGLUOpLowering>(patterns.getContext());
 }

@@ -76,6 +76,8 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
     Value b1 = readOnlyBuffer(b, loc, adaptor.getB1());
     Value w2 = readOnlyBuffer(b, loc, adaptor.getW2());
     Value b2 = readOnlyBuffer(b, loc, adaptor.getB2());
+    Value wUp = adaptor.getWUp() ? readOnlyBuffer(b, loc, adaptor.getWUp())
+                                 : Value();
     auto dim = [&](Value memref, int64_t i) {
       return getValueOrCreateConstantIndexOp(
           b, loc, memref::getMixedSize(b, loc, memref, i));
@@ -156,7 +158,7 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
           scf::IfOp::create(b, loc, any, [&](OpBuilder &b, Location loc) {
             emitExpert(b, loc, ex, rowGroup, rowEntry, rows, maxRows, h, d,
                        staticH, staticD, kIndex, x, weights, w1, b1, w2, b2,
-                       planes, activation, vectorType, panelWidth);
+                       wUp, planes, activation, vectorType, panelWidth);
             scf::YieldOp::create(b, loc);
           });
           scf::InParallelOp::create(b, loc);
@@ -172,13 +174,15 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
   }
 
   /// The two GEMMs of expert `ex` over its `rows` filled slots (all
-  /// groups); row r is slot entry rowEntry[r] of group rowGroup[r].
+  /// groups); row r is slot entry rowEntry[r] of group rowGroup[r]. With
+  /// `wUp` (SwiGLU), a third GEMM between them multiplies the activated
+  /// hidden rows by `x . wUp[e]`.
   void emitExpert(OpBuilder &b, Location loc, Value ex, Value rowGroup,
                   Value rowEntry, Value rows, Value maxRows, Value h, Value d,
                   std::optional<int64_t> staticH,
                   std::optional<int64_t> staticD, Value kIndex, Value x,
                   Value weights, Value w1, Value b1, Value w2, Value b2,
-                  Value planes, Activation activation,
+                  Value wUp, Value planes, Activation activation,
                   VectorType vectorType,
                   std::optional<int64_t> panelWidth) const {
     // The group, token and choice behind row `row`.
@@ -243,6 +247,34 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       scratchUp = allocatePackedScratch(b, loc, h, d, shape);
     emitGemm(b, loc, rows, h, d, staticH, shape, up, scratchUp,
              /*parallelPanels=*/false);
+
+    // SwiGLU: hidden[r] = act(gate) * (x[g, t(r)] . wUp[e]), the up GEMM's
+    // partial sums in a buffer of their own.
+    if (wUp) {
+      Value partial = memref::AllocOp::create(b, loc, hiddenType, hiddenSizes,
+                                              b.getI64IntegerAttr(64));
+      GemmAccessors gated = up;
+      gated.loadB = [&](OpBuilder &b, Location loc, Value kk, Value n,
+                        Value mask) {
+        return loadVector(b, loc, vectorType, wUp, {ex, kk, n}, mask);
+      };
+      gated.loadPartial = [&](OpBuilder &b, Location loc, Value row, Value n,
+                              Value mask) {
+        return loadVector(b, loc, vectorType, partial, {row, n}, mask);
+      };
+      gated.storePartial = [&](OpBuilder &b, Location loc, Value row, Value n,
+                               Value acc, Value mask) {
+        storeVector(b, loc, acc, partial, {row, n}, mask);
+      };
+      gated.storeC = [&](OpBuilder &b, Location loc, Value row, Value n,
+                         Value acc, Value mask) {
+        Value act = loadVector(b, loc, vectorType, hidden, {row, n}, mask);
+        storeVector(b, loc, arith::MulFOp::create(b, loc, act, acc), hidden,
+                    {row, n}, mask);
+      };
+      emitGemm(b, loc, rows, h, d, staticH, shape, gated, scratchUp,
+               /*parallelPanels=*/false);
+    }
 
     // GEMM 2: plane[i, g, t] = (hidden[r] . w2[e] + b2[e]) * weight; the
     // plane row of (t, i) holds the partial sums.

@@ -113,6 +113,15 @@ void emitExpertMLP(OpBuilder &b, Location loc, const MicrokernelShape &shape,
                    std::optional<int64_t> staticH, RowLoadFn loadA, Value out,
                    RowIndicesFn outIndices);
 
+/// logits[g, s, e] = sum_d x[g, s, d] * router[d, e] (vmoe.route's router
+/// contraction, shared by every op that reads the router).
+Value buildRouterLogits(OpBuilder &b, Location loc, Value x, Value router);
+
+/// logits + noise * (noise_std / E), E = dim 1 of `router`: the noisy gating
+/// of vmoe.route and vmoe.router_losses (SPEC §8).
+Value addRouterNoise(OpBuilder &b, Location loc, Value logits, Value noise,
+                     Value router, double noiseStd);
+
 } // namespace mlir::vmoe::lowering
 
 #endif // LIB_CONVERSION_VMOETOSCF_LOWERINGUTILS_H

@@ -42,6 +42,8 @@ void populateExpertChoiceLoweringPatterns(RewritePatternSet &patterns,
                                           const MicrokernelShape &shape);
 
 /// soft_moe (SPEC §8), with the microkernel register tile `shape`.
+void populateRouterLossesLoweringPatterns(RewritePatternSet &patterns);
+
 void populateSoftMoELoweringPatterns(RewritePatternSet &patterns,
                                      const MicrokernelShape &shape);
 

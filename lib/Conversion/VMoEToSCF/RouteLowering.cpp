@@ -48,8 +48,8 @@ struct GenericBuilder {
 
 /// logits[g, s, e] = sum_d x[g, s, d] * router[d, e], with the reduction loop
 /// outside the expert loop so that the innermost loop is contiguous.
-static Value buildRouterLogits(OpBuilder &b, Location loc, Value x,
-                               Value router) {
+Value lowering::buildRouterLogits(OpBuilder &b, Location loc, Value x,
+                                 Value router) {
   auto xType = cast<RankedTensorType>(x.getType());
   Type elementType = xType.getElementType();
   SmallVector<OpFoldResult> xSizes = mixedSizes(b, loc, x);
@@ -63,6 +63,40 @@ static Value buildRouterLogits(OpBuilder &b, Location loc, Value x,
              {IteratorType::parallel, IteratorType::parallel,
               IteratorType::reduction, IteratorType::parallel},
              buildMultiplyAccumulateBody)
+      .getResult(0);
+}
+
+Value lowering::addRouterNoise(OpBuilder &b, Location loc, Value logits,
+                               Value noise, Value router, double noiseStd) {
+  // logits += noise * (noise_std / E), the scale rounded once to T.
+  Type elementType = cast<RankedTensorType>(logits.getType()).getElementType();
+  int64_t e = cast<RankedTensorType>(router.getType()).getDimSize(1);
+  Value scale;
+  if (ShapedType::isDynamic(e)) {
+    Value numExperts = arith::IndexCastOp::create(
+        b, loc, b.getI64Type(), tensor::DimOp::create(b, loc, router, 1));
+    Value ef = arith::SIToFPOp::create(b, loc, b.getF64Type(), numExperts);
+    Value s = arith::DivFOp::create(
+        b, loc, floatConst(b, loc, b.getF64Type(), noiseStd), ef);
+    scale = arith::TruncFOp::create(b, loc, elementType, s);
+  } else {
+    scale = floatConst(b, loc, elementType,
+                       noiseStd / static_cast<double>(e));
+  }
+  Value init = emptyTensor(b, loc, mixedSizes(b, loc, logits), elementType);
+  GenericBuilder g{b, loc, 3};
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), ValueRange{logits, noise},
+             ValueRange{init},
+             {g.map({0, 1, 2}), g.map({0, 1, 2}), g.map({0, 1, 2})},
+             {IteratorType::parallel, IteratorType::parallel,
+              IteratorType::parallel},
+             [&](OpBuilder &b, Location loc, ValueRange args) {
+               Value scaled = arith::MulFOp::create(b, loc, args[1], scale);
+               linalg::YieldOp::create(
+                   b, loc,
+                   ValueRange{arith::AddFOp::create(b, loc, args[0], scaled)});
+             })
       .getResult(0);
 }
 
@@ -117,46 +151,9 @@ struct RouteOpLowering : OpConversionPattern<RouteOp> {
 
     Value logits = buildRouterLogits(b, loc, adaptor.getX(),
                                      adaptor.getRouter());
-    if (Value noise = adaptor.getNoise()) {
-      // logits += noise * (noise_std / E), the scale rounded once to T.
-      int64_t e = op.getRouter().getType().getDimSize(1);
-      Value numExperts =
-          ShapedType::isDynamic(e)
-              ? arith::IndexCastOp::create(
-                    b, loc, b.getI64Type(),
-                    tensor::DimOp::create(b, loc, adaptor.getRouter(), 1))
-              : Value();
-      Value scale;
-      if (numExperts) {
-        Value ef = arith::SIToFPOp::create(b, loc, b.getF64Type(), numExperts);
-        Value s = arith::DivFOp::create(
-            b, loc,
-            floatConst(b, loc, b.getF64Type(),
-                       op.getNoiseStdAttr().getValueAsDouble()),
-            ef);
-        scale = arith::TruncFOp::create(b, loc, elementType, s);
-      } else {
-        scale = floatConst(b, loc, elementType,
-                           op.getNoiseStdAttr().getValueAsDouble() /
-                               static_cast<double>(e));
-      }
-      Value init = emptyTensor(b, loc, mixedSizes(b, loc, logits), elementType);
-      GenericBuilder g{b, loc, 3};
-      logits = linalg::GenericOp::create(
-                   b, loc, init.getType(), ValueRange{logits, noise},
-                   ValueRange{init},
-                   {g.map({0, 1, 2}), g.map({0, 1, 2}), g.map({0, 1, 2})},
-                   {IteratorType::parallel, IteratorType::parallel,
-                    IteratorType::parallel},
-                   [&](OpBuilder &b, Location loc, ValueRange args) {
-                     Value scaled = arith::MulFOp::create(b, loc, args[1], scale);
-                     linalg::YieldOp::create(
-                         b, loc,
-                         ValueRange{arith::AddFOp::create(b, loc, args[0],
-                                                          scaled)});
-                   })
-                   .getResult(0);
-    }
+    if (Value noise = adaptor.getNoise())
+      logits = addRouterNoise(b, loc, logits, noise, adaptor.getRouter(),
+                              op.getNoiseStdAttr().getValueAsDouble());
     Value gates = buildSoftmaxLastDim(b, loc, logits);
     bool softmaxFirst = op.getOrder() == RouteOrder::softmax_topk;
     Value key = softmaxFirst ? gates : logits;

@@ -40,6 +40,7 @@ void mlir::vmoe::populateVMoEToSCFConversionPatterns(
   lowering::populateExpertChoiceLoweringPatterns(patterns, shape);
   lowering::populateSoftMoELoweringPatterns(patterns, shape);
   lowering::populateUnpackPanelsLoweringPatterns(patterns);
+  lowering::populateRouterLossesLoweringPatterns(patterns);
 }
 
 /// The lowerings compute in f32 only (SPEC §11; bf16 is issue work of its

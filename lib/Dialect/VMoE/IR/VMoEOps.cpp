@@ -161,26 +161,60 @@ void RouteOp::build(OpBuilder &builder, OperationState &state, Value x,
         /*noise_std=*/FloatAttr());
 }
 
+/// The router operands of vmoe.route and vmoe.router_losses: x
+/// `G x S x D`, router `D x E` with the D of x, and `k <= E`.
+static LogicalResult verifyRouterOperands(Operation *op, Value x,
+                                          Value router, int64_t k) {
+  if (failed(verifyRank(op, "x", x, 3, "G x S x D")) ||
+      failed(verifyRank(op, "router", router, 2, "D x E")))
+    return failure();
+  int64_t d = dimOf(x, 2), e = dimOf(router, 1);
+  if (!dimsCompatible(dimOf(router, 0), d))
+    return op->emitOpError() << "'router' dim 0 (" << dimOf(router, 0)
+                             << ") must equal the model width D of 'x' ("
+                             << d << ")";
+  if (!ShapedType::isDynamic(e) && k > e)
+    return op->emitOpError() << "k (" << k
+                             << ") must not exceed the number of experts E ("
+                             << e << ")";
+  return success();
+}
+
+/// The noisy gating of a training graph: the `noise` operand iff the
+/// `noise_std` attribute, noise_std finite and >= 0 (> 0 when `positive`),
+/// noise `G x S x E`.
+static LogicalResult verifyRouterNoise(Operation *op, Value x, Value router,
+                                       Value noise, FloatAttr noiseStdAttr,
+                                       bool positive) {
+  std::optional<double> noiseStd = toDouble(noiseStdAttr);
+  if (static_cast<bool>(noise) != noiseStd.has_value())
+    return op->emitOpError()
+           << "the 'noise' operand and the 'noise_std' attribute must be "
+              "given together (got "
+           << (noise ? "noise" : "noise_std") << " only)";
+  if (!noiseStd)
+    return success();
+  if (!std::isfinite(*noiseStd) || *noiseStd < 0 ||
+      (positive && *noiseStd == 0))
+    return op->emitOpError() << "noise_std must be finite and "
+                             << (positive ? "> 0" : ">= 0") << ", got "
+                             << ::vmoe::formatShortest(*noiseStd);
+  return verifyShape(op, "noise", noise,
+                     {dimOf(x, 0), dimOf(x, 1), dimOf(router, 1)},
+                     "G x S x E");
+}
+
 LogicalResult RouteOp::verify() {
   if (failed(verifyTensorLimits(getOperation())))
     return failure();
   Operation *op = getOperation();
-  // route-C1, route-C2.
-  if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")) ||
-      failed(verifyRank(op, "router", getRouter(), 2, "D x E")))
+  // route-C1, route-C2, route-C3 (k >= 1 is part of the attribute
+  // constraint).
+  auto k = static_cast<int64_t>(getK());
+  if (failed(verifyRouterOperands(op, getX(), getRouter(), k)))
     return failure();
-  int64_t g = dimOf(getX(), 0), s = dimOf(getX(), 1), d = dimOf(getX(), 2);
+  int64_t g = dimOf(getX(), 0), s = dimOf(getX(), 1);
   int64_t e = dimOf(getRouter(), 1);
-  if (!dimsCompatible(dimOf(getRouter(), 0), d))
-    return emitOpError() << "'router' dim 0 (" << dimOf(getRouter(), 0)
-                         << ") must equal the model width D of 'x' (" << d
-                         << ")";
-  // route-C3 (k >= 1 is part of the attribute constraint).
-  int64_t k = static_cast<int64_t>(getK());
-  if (!ShapedType::isDynamic(e) && k > e)
-    return emitOpError() << "k (" << k
-                         << ") must not exceed the number of experts E (" << e
-                         << ")";
   // route-C4, route-C5.
   if (failed(verifyShape(op, "gates", getGates(), {g, s, e}, "G x S x E")) ||
       failed(verifyShape(op, "expert_ids", getExpertIds(), {g, s, k},
@@ -188,20 +222,8 @@ LogicalResult RouteOp::verify() {
       failed(verifyShape(op, "weights", getWeights(), {g, s, k}, "G x S x k")))
     return failure();
   // route-C8.
-  std::optional<double> noiseStd = toDouble(getNoiseStdAttr());
-  if (static_cast<bool>(getNoise()) != noiseStd.has_value())
-    return emitOpError()
-           << "the 'noise' operand and the 'noise_std' attribute must be "
-              "given together (got "
-           << (getNoise() ? "noise" : "noise_std") << " only)";
-  if (noiseStd) {
-    if (!std::isfinite(*noiseStd) || *noiseStd < 0)
-      return emitOpError() << "noise_std must be finite and >= 0, got "
-                           << ::vmoe::formatShortest(*noiseStd);
-    if (failed(verifyShape(op, "noise", getNoise(), {g, s, e}, "G x S x E")))
-      return failure();
-  }
-  return success();
+  return verifyRouterNoise(op, getX(), getRouter(), getNoise(),
+                           getNoiseStdAttr(), /*positive=*/false);
 }
 
 //===----------------------------------------------------------------------===//
@@ -508,6 +530,9 @@ LogicalResult FusedExpertsOp::verify() {
     return failure();
   // fused_experts-C5: the panel layout of vmoe.unpack_panels.
   if (std::optional<uint64_t> panels = getWeightPanels()) {
+    if (getWUp())
+      return emitOpError() << "'weight_panels' cannot be combined with a "
+                              "gated expert (gated(%w_up))";
     auto l = static_cast<int64_t>(*panels);
     if (failed(verifyRank(op, "b1", getB1(), 2, "E x H")))
       return failure();
@@ -533,6 +558,16 @@ LogicalResult FusedExpertsOp::verify() {
       failed(verifyShape(op, "w2", getW2(), {e, h, d}, "E x H x D")) ||
       failed(verifyShape(op, "b2", getB2(), {e, d}, "E x D")))
     return failure();
+  // fused_experts-C6.
+  if (!getWUp())
+    return success();
+  if (failed(verifyShape(op, "w_up", getWUp(), {e, d, h}, "E x D x H")))
+    return failure();
+  if (getElementTypeOrSelf(getWUp().getType()) !=
+      getElementTypeOrSelf(getX().getType()))
+    return emitOpError() << "'w_up' must have the element type of 'x' ("
+                         << getElementTypeOrSelf(getX().getType()) << "), got "
+                         << getElementTypeOrSelf(getWUp().getType());
   return success();
 }
 
@@ -710,6 +745,60 @@ LogicalResult SoftMoEOp::verify() {
   // soft_moe-C4 (soft_moe-C3 is the type constraint of 'scale').
   return verifyExpertWeights(op, getW1(), getB1(), getW2(), getB2(),
                              dimOf(getPhi(), 1), d);
+}
+
+//===----------------------------------------------------------------------===//
+// RouterLossesOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RouterLossesOp::verify() {
+  Operation *op = getOperation();
+  // router_losses-C1, router_losses-C2 (k >= 1 is part of the attribute
+  // constraint).
+  if (failed(verifyRouterOperands(op, getX(), getRouter(),
+                                  static_cast<int64_t>(getK()))))
+    return failure();
+  // router_losses-C3.
+  if (failed(verifyRouterNoise(op, getX(), getRouter(), getNoise(),
+                               getNoiseStdAttr(), /*positive=*/true)))
+    return failure();
+  // router_losses-C5 (x and router: the AllElementTypesMatch trait).
+  if (getNoise() && getElementTypeOrSelf(getNoise().getType()) !=
+                        getElementTypeOrSelf(getX().getType()))
+    return emitOpError() << "'noise' must have the element type of 'x' ("
+                         << getElementTypeOrSelf(getX().getType())
+                         << "), got "
+                         << getElementTypeOrSelf(getNoise().getType());
+  // router_losses-C4 (f32 is part of the result constraint).
+  int64_t g = dimOf(getX(), 0);
+  for (auto [name, value] :
+       {std::pair<StringRef, Value>{"importance", getImportance()},
+        {"load", getLoad()},
+        {"gshard", getGshard()}})
+    if (failed(verifyShape(op, name, value, {g}, "G")))
+      return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ExpertSwiGLUOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ExpertSwiGLUOp::verify() {
+  Operation *op = getOperation();
+  // expert_swiglu-C1.
+  if (failed(verifyRank(op, "buffers", getBuffers(), 4, "E x G x B x D")))
+    return failure();
+  int64_t e = dimOf(getBuffers(), 0), d = dimOf(getBuffers(), 3);
+  // expert_swiglu-C2.
+  if (failed(verifyShape(op, "w_gate", getWGate(), {e, d, ShapedType::kDynamic},
+                         "E x D x H")))
+    return failure();
+  int64_t h = dimOf(getWGate(), 2);
+  if (failed(verifyShape(op, "w_up", getWUp(), {e, d, h}, "E x D x H")))
+    return failure();
+  // expert_swiglu-C3.
+  return verifyShape(op, "w_down", getWDown(), {e, h, d}, "E x H x D");
 }
 
 #define GET_OP_CLASSES

@@ -12,6 +12,7 @@
 
 #include "vmoe/Dialect/VMoE/IR/VMoE.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -32,13 +33,17 @@ struct FuseDispatchExpertCombine : OpRewritePattern<CombineOp> {
 
   LogicalResult matchAndRewrite(CombineOp combine,
                                 PatternRewriter &rewriter) const override {
-    auto ffn = combine.getExpertOutputs().getDefiningOp<ExpertFFNOp>();
-    if (!ffn)
-      return rewriter.notifyMatchFailure(combine, "not fed by expert_ffn");
-    if (!ffn.getOutput().hasOneUse())
+    Operation *ffn = combine.getExpertOutputs().getDefiningOp();
+    auto mlp = dyn_cast_or_null<ExpertFFNOp>(ffn);
+    auto swiglu = dyn_cast_or_null<ExpertSwiGLUOp>(ffn);
+    if (!mlp && !swiglu)
+      return rewriter.notifyMatchFailure(
+          combine, "not fed by expert_ffn or expert_swiglu");
+    if (!ffn->getResult(0).hasOneUse())
       return rewriter.notifyMatchFailure(combine,
                                          "expert outputs have other users");
-    auto dispatch = ffn.getBuffers().getDefiningOp<DispatchOp>();
+    Value buffers = mlp ? mlp.getBuffers() : swiglu.getBuffers();
+    auto dispatch = buffers.getDefiningOp<DispatchOp>();
     if (!dispatch)
       return rewriter.notifyMatchFailure(combine, "buffers not from dispatch");
     if (!dispatch.getBuffers().hasOneUse())
@@ -59,6 +64,12 @@ struct FuseDispatchExpertCombine : OpRewritePattern<CombineOp> {
       return rewriter.notifyMatchFailure(combine,
                                          "output type differs from x");
 
+    if (swiglu && (ShapedType::isDynamic(e) ||
+                   ShapedType::isDynamic(xType.getDimSize(2)) ||
+                   swiglu.getWUp().getType().isDynamicDim(2)))
+      return rewriter.notifyMatchFailure(
+          combine, "gated experts need static E, D and H (zero biases)");
+
     Location loc = combine.getLoc();
     int64_t g = xType.getDimSize(0);
     Type i32 = rewriter.getI32Type();
@@ -69,24 +80,48 @@ struct FuseDispatchExpertCombine : OpRewritePattern<CombineOp> {
         dispatch.getOrder(), dispatch.getRuntimeCapacity(),
         dispatch.getNumValid());
     // Weights stored in panel layout reach the fused op as panels, so its
-    // lowering reads them in place (no repacking per call).
-    Value w1 = ffn.getW1(), w2 = ffn.getW2();
+    // lowering reads them in place (no repacking per call). Not for gated
+    // experts (fused_experts-C5).
+    UnpackPanelsOp unpack1, unpack2;
     IntegerAttr panelWidth;
-    auto unpack1 = w1.getDefiningOp<UnpackPanelsOp>();
-    auto unpack2 = w2.getDefiningOp<UnpackPanelsOp>();
-    if (unpack1 && unpack2) {
-      int64_t l1 = unpack1.getPanels().getType().getShape().back();
-      int64_t l2 = unpack2.getPanels().getType().getShape().back();
-      if (l1 == l2 && !ShapedType::isDynamic(l1)) {
-        w1 = unpack1.getPanels();
-        w2 = unpack2.getPanels();
-        panelWidth = rewriter.getI64IntegerAttr(l1);
+    if (mlp) {
+      unpack1 = mlp.getW1().getDefiningOp<UnpackPanelsOp>();
+      unpack2 = mlp.getW2().getDefiningOp<UnpackPanelsOp>();
+      if (unpack1 && unpack2) {
+        int64_t l1 = unpack1.getPanels().getType().getShape().back();
+        int64_t l2 = unpack2.getPanels().getType().getShape().back();
+        if (l1 == l2 && !ShapedType::isDynamic(l1))
+          panelWidth = rewriter.getI64IntegerAttr(l1);
       }
     }
-    auto fused = FusedExpertsOp::create(
-        rewriter, loc, xType, dispatch.getX(), assign.getSlots(),
-        combine.getWeights(), assign.getSlotEntries(), assign.getFill(), w1,
-        ffn.getB1(), w2, ffn.getB2(), ffn.getActivationAttr(), panelWidth);
+    FusedExpertsOp fused;
+    if (mlp) {
+      Value w1 = panelWidth ? unpack1.getPanels() : mlp.getW1();
+      Value w2 = panelWidth ? unpack2.getPanels() : mlp.getW2();
+      fused = FusedExpertsOp::create(
+          rewriter, loc, xType, dispatch.getX(), assign.getSlots(),
+          combine.getWeights(), assign.getSlotEntries(), assign.getFill(), w1,
+          mlp.getB1(), w2, mlp.getB2(), /*w_up=*/Value(),
+          mlp.getActivationAttr(), panelWidth);
+    } else {
+      // SwiGLU: w1 = w_gate, w2 = w_down, act = silu, zero biases.
+      auto upType = swiglu.getWUp().getType();
+      int64_t h = upType.getDimSize(2), d = xType.getDimSize(2);
+      auto zeros = [&](ArrayRef<int64_t> shape) {
+        auto type = RankedTensorType::get(shape, upType.getElementType());
+        return arith::ConstantOp::create(
+            rewriter, loc, type,
+            DenseElementsAttr::get(
+                type, rewriter.getFloatAttr(upType.getElementType(), 0)));
+      };
+      fused = FusedExpertsOp::create(
+          rewriter, loc, xType, dispatch.getX(), assign.getSlots(),
+          combine.getWeights(), assign.getSlotEntries(), assign.getFill(),
+          swiglu.getWGate(), zeros({e, h}), swiglu.getWDown(), zeros({e, d}),
+          swiglu.getWUp(),
+          ActivationAttr::get(rewriter.getContext(), Activation::silu),
+          /*weight_panels=*/IntegerAttr());
+    }
     rewriter.replaceOp(combine, fused.getOutput());
     rewriter.eraseOp(ffn);
     if (panelWidth) {

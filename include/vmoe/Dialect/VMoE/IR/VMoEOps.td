@@ -411,11 +411,17 @@ def VMoE_FusedExpertsOp : VMoE_Op<"fused_experts", [Pure,
     weights on every call. `vmoe-fuse-experts` sets it when both weights
     come from `vmoe.unpack_panels`.
 
+    With `gated(%w_up)` the expert is the SwiGLU of `vmoe.expert_swiglu`
+    (fused from `dispatch -> expert_swiglu -> combine`):
+    `(act(row . w1[e] + b1[e]) * (row . w_up[e])) . w2[e] + b2[e]`, `w1`
+    the gate weights, `w2` the down weights, zero biases, act = silu.
+
     Rules: fused_experts-C1 (x `G x S x D`), fused_experts-C2 (slots and
     weights `G x S x k`), fused_experts-C3 (slot_entries `E x G x B`, fill
     `E x G`), fused_experts-C4 (w1 `E x D x H`, b1 `E x H`, w2 `E x H x D`,
     b2 `E x D`), fused_experts-C5 (with `weight_panels = L`: w1
-    `E x ceil(H/L) x D x L`, w2 `E x ceil(D/L) x H x L`, H from b1).
+    `E x ceil(H/L) x D x L`, w2 `E x ceil(D/L) x H x L`, H from b1),
+    fused_experts-C6 (w_up `E x D x H`, the element type of x).
 
     ```mlir
     %out = vmoe.fused_experts %x, %slots, %weights, %entries, %fill,
@@ -436,13 +442,15 @@ def VMoE_FusedExpertsOp : VMoE_Op<"fused_experts", [Pure,
     VMoE_FloatTensor:$b1,
     VMoE_FloatTensor:$w2,
     VMoE_FloatTensor:$b2,
+    Optional<VMoE_FloatTensor>:$w_up,
     DefaultValuedAttr<VMoE_ActivationAttr, "Activation::gelu_tanh">:$activation,
     OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$weight_panels
   );
   let results = (outs VMoE_FloatTensor:$output);
   let assemblyFormat = [{
     $x `,` $slots `,` $weights `,` $slot_entries `,` $fill `,` $w1 `,` $b1 `,`
-    $w2 `,` $b2 attr-dict `:` type($x) `,` type($slots) `,` type($weights) `,`
+    $w2 `,` $b2 (`gated` `(` $w_up^ `:` type($w_up) `)`)? attr-dict `:`
+    type($x) `,` type($slots) `,` type($weights) `,`
     type($slot_entries) `,` type($fill) `,` type($w1) `,` type($b1) `,`
     type($w2) `,` type($b2)
   }];
@@ -841,6 +849,120 @@ def VMoE_UnpackPanelsOp : VMoE_Op<"unpack_panels", [Pure,
   let results = (outs VMoE_FloatTensor:$result);
   let assemblyFormat = [{
     $panels attr-dict `:` type($panels) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Auxiliary losses (SPEC §8)
+//===----------------------------------------------------------------------===//
+
+//===----------------------------------------------------------------------===//
+// RouterLossesOp
+//===----------------------------------------------------------------------===//
+
+def VMoE_RouterLossesOp : VMoE_Op<"router_losses", [Pure,
+    AllElementTypesMatch<["x", "router"]>]> {
+  let summary = "Auxiliary routing losses per group: importance, load, GShard";
+  let description = [{
+    The auxiliary losses of V-MoE (SPEC §8) for every group g, computed from
+    the same router as `vmoe.route` with the same operands:
+    `logits = x . router`; with `noise_std` (training graphs only) the
+    caller passes the standard normal samples `noise` (`G x S x E`) that
+    `vmoe.route` adds, `noisy = logits + noise * (noise_std / E)`, else
+    `noisy = logits`; `gates = softmax(noisy)` over E.
+
+    * `importance[g] = (std_e(I) / mean_e(I))^2` with
+      `I[e] = sum_t gates[g, t, e]` (population std);
+    * `load[g] = (std_e(L) / mean_e(L))^2` with
+      `L[e] = mean_t (1 - Phi((thr[t] - logits[g, t, e]) / sigma))`,
+      `sigma = noise_std / E`, `thr[t]` the k-th largest noisy logit of
+      token t and `Phi` the standard normal CDF, computed in f32 as
+      `1 - Phi(z) = erfc(z / sqrt(2)) / 2`. Without noise the load loss is
+      not defined (V-MoE computes it only when noise is on): `load` is 0;
+    * `gshard[g] = E^2 * mean_e(F[e] * M[e])` with `F[e]` the fraction of
+      tokens whose argmax gate (lower expert index on ties) is e and
+      `M[e] = mean_t gates[g, t, e]`.
+
+    The results are f32 whatever the element type of x. They are values,
+    not side effects: an inference graph that does not use them erases the
+    op.
+
+    Rules: router_losses-C1 (x `G x S x D`, router `D x E` with D of x),
+    router_losses-C2 (`1 <= k <= E`), router_losses-C3 (noise iff
+    noise_std, noise `G x S x E`, `noise_std > 0` and finite),
+    router_losses-C4 (importance, load and gshard are `G` f32 tensors),
+    router_losses-C5 (one float element type for x, router and noise).
+
+    ```mlir
+    %imp, %load, %gshard = vmoe.router_losses %x, %router
+        noise(%noise : tensor<2x400x32xf32>) {k = 2 : i64, noise_std = 1.0}
+        : tensor<2x400x512xf32>, tensor<512x32xf32>
+        -> tensor<2xf32>, tensor<2xf32>, tensor<2xf32>
+    ```
+  }];
+  let arguments = (ins
+    VMoE_FloatTensor:$x,
+    VMoE_FloatTensor:$router,
+    Optional<VMoE_FloatTensor>:$noise,
+    ConfinedAttr<I64Attr, [IntPositive]>:$k,
+    OptionalAttr<F64Attr>:$noise_std
+  );
+  let results = (outs
+    RankedTensorOf<[F32]>:$importance,
+    RankedTensorOf<[F32]>:$load,
+    RankedTensorOf<[F32]>:$gshard
+  );
+  let assemblyFormat = [{
+    $x `,` $router (`noise` `(` $noise^ `:` type($noise) `)`)? attr-dict
+    `:` type($x) `,` type($router)
+    `->` type($importance) `,` type($load) `,` type($gshard)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Decoder-style experts (SPEC §8)
+//===----------------------------------------------------------------------===//
+
+//===----------------------------------------------------------------------===//
+// ExpertSwiGLUOp
+//===----------------------------------------------------------------------===//
+
+def VMoE_ExpertSwiGLUOp : VMoE_Op<"expert_swiglu", [Pure,
+    AllTypesMatch<["buffers", "output"]>,
+    AllElementTypesMatch<["buffers", "w_gate", "w_up", "w_down"]>]> {
+  let summary = "Apply each expert's SwiGLU MLP to its buffer";
+  let description = [{
+    The expert of decoder-style MoE blocks (Switch, Mixtral; SPEC §8):
+    `output[e] = (silu(buffers[e] . w_gate[e]) * (buffers[e] . w_up[e]))
+    . w_down[e]` for every expert e and every row of its `G x B` buffer,
+    with `silu(v) = v / (1 + exp(-v))` and `*` elementwise. No biases (the
+    Mixtral expert). Rows of unfilled slots are don't-care. It takes the
+    place of `vmoe.expert_ffn` between `vmoe.dispatch` and `vmoe.combine`;
+    a shared expert is the same op with E = 1 on `x` reshaped to
+    `1 x G x S x D`.
+
+    Rules: expert_swiglu-C1 (buffers `E x G x B x D`; output has its type),
+    expert_swiglu-C2 (w_gate and w_up `E x D x H`), expert_swiglu-C3
+    (w_down `E x H x D`), expert_swiglu-C4 (one float element type).
+
+    ```mlir
+    %y = vmoe.expert_swiglu %buffers, %w_gate, %w_up, %w_down
+        : tensor<8x1x64x256xf32>, tensor<8x256x512xf32>,
+          tensor<8x256x512xf32>, tensor<8x512x256xf32>
+    ```
+  }];
+  let arguments = (ins
+    VMoE_FloatTensor:$buffers,
+    VMoE_FloatTensor:$w_gate,
+    VMoE_FloatTensor:$w_up,
+    VMoE_FloatTensor:$w_down
+  );
+  let results = (outs VMoE_FloatTensor:$output);
+  let assemblyFormat = [{
+    $buffers `,` $w_gate `,` $w_up `,` $w_down attr-dict
+    `:` type($buffers) `,` type($w_gate) `,` type($w_up) `,` type($w_down)
   }];
   let hasVerifier = 1;
 }

@@ -46,8 +46,12 @@ def VMoEFuseExpertsPass : Pass<"vmoe-fuse-experts", "::mlir::func::FuncOp"> {
     come from `vmoe.unpack_panels` with one panel width L, the fused op
     takes the panels themselves (`weight_panels = L`) and the unpack ops
     left without users are erased.
+    The chain with
+    `vmoe.expert_swiglu` in place of `expert_ffn` becomes a gated
+    `fused_experts` (silu, `w_up`, zero biases; static E, D and H).
   }];
-  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 def VMoEFuseRoutingPass : Pass<"vmoe-fuse-routing", "::mlir::func::FuncOp"> {

@@ -1,0 +1,150 @@
+"""Self-tests of the auxiliary losses and decoder-style MoE references
+(SPEC §8) against plain Python loops (math.erfc for the normal CDF)."""
+
+import math
+import sys
+import traceback
+
+import torch
+
+import vmoe_ref
+
+
+def _cv2(values):
+    mean = sum(values) / len(values)
+    var = sum((v - mean) ** 2 for v in values) / len(values)
+    return var / mean ** 2
+
+
+def _brute_losses(x, router, k, noise, noise_std):
+    G, S, _ = x.shape
+    E = router.shape[1]
+    logits = (x.double() @ router.double()).tolist()
+    out = {"importance": [], "load": [], "gshard": []}
+    for g in range(G):
+        noisy = [[logits[g][t][e] + (noise[g][t][e].item() * noise_std / E
+                                     if noise is not None else 0.0)
+                  for e in range(E)] for t in range(S)]
+        gates = []
+        for row in noisy:
+            m = max(row)
+            ex = [math.exp(v - m) for v in row]
+            gates.append([v / sum(ex) for v in ex])
+        out["importance"].append(
+            _cv2([sum(gates[t][e] for t in range(S)) for e in range(E)]))
+        if noise is None:
+            out["load"].append(0.0)
+        else:
+            sigma = noise_std / E
+            p = [0.0] * E
+            for t in range(S):
+                thr = sorted(noisy[t], reverse=True)[k - 1]
+                for e in range(E):
+                    z = (thr - logits[g][t][e]) / sigma
+                    p[e] += 0.5 * math.erfc(z / math.sqrt(2)) / S
+            out["load"].append(_cv2(p))
+        frac, mean = [0.0] * E, [0.0] * E
+        for t in range(S):
+            best = max(range(E), key=lambda e: (gates[t][e], -e))
+            frac[best] += 1 / S
+            for e in range(E):
+                mean[e] += gates[t][e] / S
+        out["gshard"].append(E * E * sum(f * m for f, m in zip(frac, mean))
+                             / E)
+    return out
+
+
+def _check_losses(k, noisy):
+    torch.manual_seed(k * 10 + noisy)
+    x, router = torch.randn(2, 9, 5), torch.randn(5, 4)
+    noise = torch.randn(2, 9, 4) if noisy else None
+    std = 1.5 if noisy else None
+    got = vmoe_ref.router_losses(x.double(), router.double(), k,
+                                 noise=None if noise is None
+                                 else noise.double(), noise_std=std)
+    want = _brute_losses(x, router, k, noise, std)
+    for key in want:
+        assert torch.allclose(got[key], torch.tensor(want[key],
+                                                     dtype=torch.float64),
+                              rtol=1e-9, atol=1e-12), (key, got[key], want)
+
+
+def test_losses_inference_k1():
+    _check_losses(1, False)
+
+
+def test_losses_noisy_k2():
+    _check_losses(2, True)
+
+
+def test_losses_noisy_k_eq_e():
+    _check_losses(4, True)
+
+
+def test_gshard_ties_lower_expert():
+    # Two equal gates: the argmax is expert 0, so F = [1, 0].
+    x = torch.ones(1, 2, 1, dtype=torch.float64)
+    router = torch.tensor([[1.0, 1.0]], dtype=torch.float64)
+    got = vmoe_ref.router_losses(x, router, 1)
+    assert torch.allclose(got["gshard"], torch.tensor([2.0 * 2 * 0.5 / 2],
+                                                      dtype=torch.float64))
+
+
+def test_swiglu_by_rows():
+    torch.manual_seed(3)
+    buf = torch.randn(2, 1, 3, 4, dtype=torch.float64)
+    wg, wu = torch.randn(2, 4, 5, dtype=torch.float64), torch.randn(
+        2, 4, 5, dtype=torch.float64)
+    wd = torch.randn(2, 5, 4, dtype=torch.float64)
+    y = vmoe_ref.expert_swiglu(buf, wg, wu, wd)
+    for e in range(2):
+        for r in range(3):
+            row = buf[e, 0, r]
+            a, b = row @ wg[e], row @ wu[e]
+            h = a / (1 + torch.exp(-a)) * b
+            assert torch.allclose(y[e, 0, r], h @ wd[e])
+
+
+def test_dropless_keeps_every_choice():
+    torch.manual_seed(4)
+    x, router = torch.randn(2, 11, 6), torch.randn(6, 8)
+    w = [torch.randn(8, 6, 7), torch.randn(8, 6, 7), torch.randn(8, 7, 6)]
+    result = vmoe_ref.decoder_moe_layer(x, router, *w, k=2, num_experts=8)
+    assert result["B"] == 11
+    assert bool((result["slots"] >= 0).all())
+    # Mixtral weights: a softmax over the two kept logits, summing to 1.
+    assert torch.allclose(result["weights"].sum(-1), torch.ones(2, 11))
+
+
+def test_shared_expert_added():
+    torch.manual_seed(5)
+    x, router = torch.randn(1, 5, 4), torch.randn(4, 2)
+    w = [torch.randn(2, 4, 3), torch.randn(2, 4, 3), torch.randn(2, 3, 4)]
+    s = [torch.randn(1, 4, 3), torch.randn(1, 4, 3), torch.randn(1, 3, 4)]
+    base = vmoe_ref.decoder_moe_layer(x, router, *w, k=1, num_experts=2)
+    both = vmoe_ref.decoder_moe_layer(x, router, *w, k=1, num_experts=2,
+                                      shared=s)
+    extra = vmoe_ref.expert_swiglu(x[None], *s)[0]
+    assert torch.allclose(both["out"], base["out"] + extra)
+
+
+TESTS = [value for name, value in sorted(globals().items())
+         if name.startswith("test_")]
+
+
+def main():
+    failed = []
+    for test in TESTS:
+        try:
+            test()
+        except Exception:  # report every failure, then exit non-zero
+            failed.append(test.__name__)
+            print(f"FAIL {test.__name__}", file=sys.stderr)
+            traceback.print_exc()
+    print(f"vmoe_ref.test_decoder: {len(TESTS) - len(failed)} passed, "
+          f"{len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
