@@ -18,6 +18,8 @@
 //     cublasGemmStridedBatchedEx with CUBLAS_COMPUTE_32F_FAST_TF32, batch E,
 //     G*B rows each: the groups of an expert are contiguous in the E x G x B
 //     x D dispatch buffer, so they form one GEMM;
+//   cublas_bf16: cublasGemmStridedBatchedEx on bf16 copies of the operands
+//     (FP32 accumulation, Y kept in bf16), as cublas_fp32;
 //   cublas_fp32_eg / cublas_tf32_eg (only for G > 1): cublasSgemmBatched /
 //     cublasGemmBatchedEx, batch E*G of B rows, weight pointers repeated
 //     per group.
@@ -30,6 +32,7 @@
 //===----------------------------------------------------------------------===//
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -87,10 +90,18 @@ struct Buffers {
   const float **xs = nullptr, **w1s = nullptr, **w2s = nullptr;
   const float **ys = nullptr;
   float **yOut = nullptr, **zOut = nullptr;
+  /// bf16 copies of X, W1, W2 and the bf16 Y of the bf16 variant.
+  __nv_bfloat16 *xh = nullptr, *w1h = nullptr, *w2h = nullptr, *yh = nullptr;
 };
 
 /// Which cuBLAS call runs the two GEMMs.
-enum class Variant { StridedFP32, StridedTF32, PointersFP32, PointersTF32 };
+enum class Variant {
+  StridedFP32,
+  StridedTF32,
+  StridedBF16,
+  PointersFP32,
+  PointersTF32
+};
 
 } // namespace
 
@@ -175,6 +186,29 @@ __global__ void fillKernel(float *data, size_t count, unsigned seed,
   }
 }
 
+/// Rounds `count` floats to bf16 (to nearest even), or back to float.
+__global__ void toBF16Kernel(const float *in, __nv_bfloat16 *out,
+                             size_t count) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count;
+       i += size_t(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16_rn(in[i]);
+}
+__global__ void fromBF16Kernel(const __nv_bfloat16 *in, float *out,
+                               size_t count) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count;
+       i += size_t(gridDim.x) * blockDim.x)
+    out[i] = __bfloat162float(in[i]);
+}
+
+/// A bf16 copy of `count` floats.
+static __nv_bfloat16 *toBF16(const float *data, size_t count) {
+  __nv_bfloat16 *copy = nullptr;
+  CHECK_CUDA(cudaMalloc(&copy, count * sizeof(__nv_bfloat16)));
+  toBF16Kernel<<<1024, 256>>>(data, copy, count);
+  CHECK_CUDA(cudaGetLastError());
+  return copy;
+}
+
 static float *allocate(size_t count, unsigned seed, float scale) {
   float *data = nullptr;
   CHECK_CUDA(cudaMalloc(&data, count * sizeof(float)));
@@ -201,6 +235,10 @@ static Buffers allocateBuffers(const Options &o) {
   buffers.w2 = allocate(size_t(o.e) * o.h * o.d, 3, 1.0f / std::sqrt(o.h));
   CHECK_CUDA(cudaMalloc(&buffers.y, size_t(o.e) * rows * o.h * sizeof(float)));
   CHECK_CUDA(cudaMalloc(&buffers.z, size_t(o.e) * rows * o.d * sizeof(float)));
+  buffers.xh = toBF16(buffers.x, size_t(o.e) * rows * o.d);
+  buffers.w1h = toBF16(buffers.w1, size_t(o.e) * o.d * o.h);
+  buffers.w2h = toBF16(buffers.w2, size_t(o.e) * o.h * o.d);
+  CHECK_CUDA(cudaMalloc(&buffers.yh, size_t(o.e) * rows * o.h * 2));
 
   std::vector<const float *> xs, w1s, w2s, ys;
   std::vector<float *> yOut, zOut;
@@ -255,6 +293,20 @@ static void runLayer(cublasHandle_t handle, const Options &o,
         (long long)o.h * o.d, buf.y, CUDA_R_32F, o.h, (long long)rows * o.h,
         &zero, buf.z, CUDA_R_32F, o.d, (long long)rows * o.d, o.e,
         CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+    return;
+  case Variant::StridedBF16:
+    // bf16 operands, FP32 accumulation; Y is stored as bf16 (the operand of
+    // the second GEMM), Z as FP32.
+    CHECK_CUBLAS(cublasGemmStridedBatchedEx(
+        handle, n, n, o.h, rows, o.d, &one, buf.w1h, CUDA_R_16BF, o.h,
+        (long long)o.d * o.h, buf.xh, CUDA_R_16BF, o.d, (long long)rows * o.d,
+        &zero, buf.yh, CUDA_R_16BF, o.h, (long long)rows * o.h, o.e,
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CHECK_CUBLAS(cublasGemmStridedBatchedEx(
+        handle, n, n, o.d, rows, o.h, &one, buf.w2h, CUDA_R_16BF, o.d,
+        (long long)o.h * o.d, buf.yh, CUDA_R_16BF, o.h, (long long)rows * o.h,
+        &zero, buf.z, CUDA_R_32F, o.d, (long long)rows * o.d, o.e,
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return;
   case Variant::PointersFP32:
     CHECK_CUBLAS(cublasSgemmBatched(handle, n, n, o.h, o.b, o.d, &one,
@@ -352,6 +404,13 @@ static double timeVariant(cublasHandle_t handle, const Options &o,
   }
   CHECK_CUDA(cudaEventDestroy(start));
   CHECK_CUDA(cudaEventDestroy(stop));
+  // The checks read the FP32 Y.
+  if (variant == Variant::StridedBF16) {
+    fromBF16Kernel<<<1024, 256>>>(buf.yh, buf.y,
+                                  size_t(o.e) * o.g * o.b * o.h);
+    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(cudaDeviceSynchronize());
+  }
   std::sort(times.begin(), times.end());
   size_t middle = times.size() / 2;
   double median = times.size() % 2 ? times[middle]
@@ -382,7 +441,8 @@ int main(int argc, char **argv) {
     bool tf32;
   };
   std::vector<Row> rows = {{"cublas_fp32", Variant::StridedFP32, false},
-                           {"cublas_tf32", Variant::StridedTF32, true}};
+                           {"cublas_tf32", Variant::StridedTF32, true},
+                           {"cublas_bf16", Variant::StridedBF16, true}};
   if (o.g > 1) {
     rows.push_back({"cublas_fp32_eg", Variant::PointersFP32, false});
     rows.push_back({"cublas_tf32_eg", Variant::PointersTF32, true});
@@ -394,8 +454,11 @@ int main(int argc, char **argv) {
     double error = 0;
     double ms = timeVariant(handle, o, buffers, row.variant, &error);
     std::printf("%s %.4f %.1f\n", row.name, ms, gflop / (ms * 1e-3));
-    // TF32 keeps 10 mantissa bits: about 1e-3 relative per product.
-    double tolerance = row.tf32 ? 2e-2 : 1e-4;
+    // TF32 keeps 10 mantissa bits (about 1e-3 relative per product), bf16
+    // 7 (about 4e-3, and Y is rounded to bf16 once more).
+    double tolerance = row.variant == Variant::StridedBF16 ? 5e-2
+                       : row.tf32                          ? 2e-2
+                                                           : 1e-4;
     std::printf("# %s max_rel_err=%.2e (tolerance %.0e)\n", row.name, error,
                 tolerance);
     if (!(error <= tolerance)) {
@@ -410,7 +473,8 @@ int main(int argc, char **argv) {
        {(void *)buffers.x, (void *)buffers.w1, (void *)buffers.y,
         (void *)buffers.w2, (void *)buffers.z, (void *)buffers.xs,
         (void *)buffers.w1s, (void *)buffers.w2s, (void *)buffers.ys,
-        (void *)buffers.yOut, (void *)buffers.zOut})
+        (void *)buffers.yOut, (void *)buffers.zOut, (void *)buffers.xh,
+        (void *)buffers.w1h, (void *)buffers.w2h, (void *)buffers.yh})
     CHECK_CUDA(cudaFree(pointer));
   CHECK_CUBLAS(cublasDestroy(handle));
   return status;

@@ -18,9 +18,16 @@ using namespace mlir::vmoe;
 namespace {
 
 /// Tile geometry: 64 x 64 outputs per block, 16 x 16 threads, 4 x 4 per
-/// thread, 16 values of k per shared-memory stage.
+/// thread, 16 values of k per shared-memory stage. Thread (ty, tx) owns rows
+/// ty + 16 i and columns tx + 16 j of the tile: a warp (two values of ty)
+/// reads 16 consecutive B columns (16 banks; the other ty reads the same
+/// ones, a broadcast) and two A rows 16 floats apart (two banks, each a
+/// broadcast), so the shared-memory reads have no bank conflicts, and the
+/// stores of C are coalesced along rows.
 constexpr int64_t kTile = 64, kThreads = 16, kMicro = 4, kStep = 16;
 constexpr int64_t kBlockThreads = kThreads * kThreads;
+/// Largest grid z of a launch.
+constexpr int64_t kMaxGridZ = 65535;
 
 Value cst(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
@@ -51,8 +58,12 @@ void mlir::vmoe::emitGPUGemm(OpBuilder &b, Location loc, Value batches,
       MemRefType::get({kTile, kStep}, b.getF32Type(), AffineMap(), shared);
   auto bTileType =
       MemRefType::get({kStep, kTile}, b.getF32Type(), AffineMap(), shared);
+  // Grid z is limited to 65,535: larger batch counts loop.
+  Value gridZ = arith::MinSIOp::create(
+      b, loc, arith::MaxSIOp::create(b, loc, batches, one),
+      cst(b, loc, kMaxGridZ));
   auto launch = gpu::LaunchOp::create(
-      b, loc, gridX, gridY, batches, threads, threads, one,
+      b, loc, gridX, gridY, gridZ, threads, threads, one,
       /*dynamicSharedMemorySize=*/nullptr, /*asyncTokenType=*/nullptr,
       /*asyncDependencies=*/{}, TypeRange{aTileType, bTileType});
 
@@ -63,10 +74,13 @@ void mlir::vmoe::emitGPUGemm(OpBuilder &b, Location loc, Value batches,
   Value bTile = launch.getWorkgroupAttributions()[1];
   Value colBase = arith::MulIOp::create(b, loc, launch.getBlockIds().x, tile);
   Value rowBase = arith::MulIOp::create(b, loc, launch.getBlockIds().y, tile);
-  Value batch = launch.getBlockIds().z;
   Value tx = launch.getThreadIds().x, ty = launch.getThreadIds().y;
   Value tid = arith::AddIOp::create(
       b, loc, arith::MulIOp::create(b, loc, ty, threads), tx);
+  auto batchLoop = scf::ForOp::create(b, loc, launch.getBlockIds().z, batches,
+                                      launch.getGridSize().z);
+  b.setInsertionPointToStart(batchLoop.getBody());
+  Value batch = batchLoop.getInductionVar();
   Value rows = access.rowCount(b, loc, batch);
 
   // Blocks past the filled rows of their batch entry do nothing (the
@@ -116,16 +130,12 @@ void mlir::vmoe::emitGPUGemm(OpBuilder &b, Location loc, Value batches,
               [&](OpBuilder &b, Location loc, Value kk, ValueRange acc) {
                 SmallVector<Value> as, bs;
                 for (int64_t i = 0; i < kMicro; ++i) {
-                  Value r = arith::AddIOp::create(
-                      b, loc, arith::MulIOp::create(b, loc, ty,
-                                                    cst(b, loc, kMicro)),
-                      cst(b, loc, i));
+                  Value r = arith::AddIOp::create(b, loc, ty,
+                                                  cst(b, loc, i * kThreads));
                   as.push_back(
                       memref::LoadOp::create(b, loc, aTile, ValueRange{r, kk}));
-                  Value c = arith::AddIOp::create(
-                      b, loc, arith::MulIOp::create(b, loc, tx,
-                                                    cst(b, loc, kMicro)),
-                      cst(b, loc, i));
+                  Value c = arith::AddIOp::create(b, loc, tx,
+                                                  cst(b, loc, i * kThreads));
                   bs.push_back(
                       memref::LoadOp::create(b, loc, bTile, ValueRange{kk, c}));
                 }
@@ -143,14 +153,10 @@ void mlir::vmoe::emitGPUGemm(OpBuilder &b, Location loc, Value batches,
       for (int64_t j = 0; j < kMicro; ++j) {
         Value row = arith::AddIOp::create(
             b, loc, rowBase,
-            arith::AddIOp::create(
-                b, loc, arith::MulIOp::create(b, loc, ty, cst(b, loc, kMicro)),
-                cst(b, loc, i)));
+            arith::AddIOp::create(b, loc, ty, cst(b, loc, i * kThreads)));
         Value col = arith::AddIOp::create(
             b, loc, colBase,
-            arith::AddIOp::create(
-                b, loc, arith::MulIOp::create(b, loc, tx, cst(b, loc, kMicro)),
-                cst(b, loc, j)));
+            arith::AddIOp::create(b, loc, tx, cst(b, loc, j * kThreads)));
         Value inside = arith::AndIOp::create(
             b, loc, lessThan(b, loc, row, rows), lessThan(b, loc, col, n));
         scf::IfOp::create(b, loc, inside, [&](OpBuilder &b, Location loc) {
@@ -162,5 +168,6 @@ void mlir::vmoe::emitGPUGemm(OpBuilder &b, Location loc, Value batches,
     }
     scf::YieldOp::create(b, loc);
   });
+  b.setInsertionPointAfter(batchLoop);
   gpu::TerminatorOp::create(b, loc);
 }

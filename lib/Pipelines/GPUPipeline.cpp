@@ -37,14 +37,16 @@ mlir::vmoe::buildVMoENVVMPipeline(OpPassManager &pm,
   sizing.capacityRatio = options.capacityRatio;
   pm.addNestedPass<func::FuncOp>(createVMoEBufferSizingPass(sizing));
   pm.addNestedPass<func::FuncOp>(createVMoEFuseExpertsPass());
-  pm.addNestedPass<func::FuncOp>(createConvertVMoEToGPUPass());
+  ConvertVMoEToGPUPassOptions gpu;
+  gpu.mma = options.gpuMma;
+  pm.addNestedPass<func::FuncOp>(createConvertVMoEToGPUPass(gpu));
   pm.addNestedPass<func::FuncOp>(createConvertVMoEToSCFPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 
   // Buffers: the function's buffers are freed when it returns (host code is
   // straight-line; the ownership-based deallocation pipeline does not
-  // accept GPU launches); below, host buffers become managed memory and
+  // accept GPU launches); below, host buffers become device memory and
   // per-thread scratch the thread's private memory.
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
@@ -56,18 +58,19 @@ mlir::vmoe::buildVMoENVVMPipeline(OpPassManager &pm,
   pm.addPass(createVMoELowerStridedCopiesPass());
   pm.addPass(createVMoEContractToFMAPass());
 
-  // Loops -> kernels: each top-level parallel loop is tiled by the block
-  // size and mapped to blocks x threads.
+  // Loops -> kernels: each top-level parallel loop becomes one launch over
+  // all of its dims (blocks x threads, grid-stride); host buffers live on
+  // the device, and one stream carries every copy, allocation and launch of
+  // a call, synchronized once before it returns.
   pm.addNestedPass<func::FuncOp>(createVMoEGPULinalgToLoopsPass());
-  std::string loops = llvm::formatv(
-      "func.func(scf-parallel-loop-tiling{{parallel-loop-tile-sizes={0} "
-      "no-min-max-bounds=true},gpu-map-parallel-loops,"
-      "convert-parallel-loops-to-gpu,canonicalize,cse)",
-      options.threadsPerBlock);
-  if (failed(addTextual(pm, loops)))
-    return failure();
-  pm.addNestedPass<func::FuncOp>(createVMoEGPUHostSharedAllocsPass());
-  if (failed(addTextual(pm, "lower-affine,gpu-kernel-outlining")))
+  VMoEGPUMapParallelLoopsPassOptions mapping;
+  mapping.threadsPerBlock = options.threadsPerBlock;
+  pm.addNestedPass<func::FuncOp>(createVMoEGPUMapParallelLoopsPass(mapping));
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addNestedPass<func::FuncOp>(createVMoEGPUDeviceBuffersPass());
+  if (failed(addTextual(pm, "lower-affine,gpu-kernel-outlining,"
+                            "func.func(gpu-async-region)")))
     return failure();
   if (options.mergeKernelModules)
     pm.addPass(createVMoEGPUMergeKernelModulesPass());

@@ -15,8 +15,6 @@
 #ifndef LIB_RUNTIME_ALIGNEDBUFFER_H
 #define LIB_RUNTIME_ALIGNEDBUFFER_H
 
-#include "DeviceMemory.h"
-
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -37,29 +35,24 @@ public:
 
   AlignedBuffer() = default;
 
-  /// Allocates `count` elements (at least one cache line); with `device`,
-  /// in CUDA managed memory that kernels read (needs the GPU runtime).
-  /// Returns false, leaving the buffer empty, when the size overflows or
-  /// memory runs out.
+  /// Allocates `count` elements (at least one cache line). Returns false,
+  /// leaving the buffer empty, when the size overflows or memory runs out.
   /// With `zero` false the memory is left as the allocator returns it
   /// (untouched pages stay unmapped: an expert parallel rank's weights).
-  bool allocate(size_t count, bool device = false, bool zero = true) {
+  bool allocate(size_t count, bool zero = true) {
     data.reset();
     size = 0;
     if (count > (std::numeric_limits<size_t>::max() - kAlignment) / sizeof(T))
       return false;
-    if (device && !hasCudaRuntime())
-      return false;
     size_t bytes = count * sizeof(T);
     bytes = bytes == 0 ? kAlignment
                        : (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    void *memory = device ? vmoe_cuda_alloc_managed(bytes)
-                          : std::aligned_alloc(kAlignment, bytes);
+    void *memory = std::aligned_alloc(kAlignment, bytes);
     if (!memory)
       return false;
     if (zero)
       std::memset(memory, 0, bytes);
-    data = std::unique_ptr<T, Free>(static_cast<T *>(memory), Free{device});
+    data.reset(static_cast<T *>(memory));
     size = count;
     return true;
   }
@@ -68,17 +61,16 @@ public:
   const T *get() const { return data.get(); }
   /// Number of elements.
   size_t length() const { return size; }
+  /// Frees the memory.
+  void release() {
+    data.reset();
+    size = 0;
+  }
 
 private:
-  /// Releases memory from std::aligned_alloc or the GPU runtime.
+  /// Releases memory from std::aligned_alloc.
   struct Free {
-    bool device = false;
-    void operator()(T *pointer) const {
-      if (device)
-        vmoe_cuda_free(pointer);
-      else
-        std::free(pointer);
-    }
+    void operator()(T *pointer) const { std::free(pointer); }
   };
 
   std::unique_ptr<T, Free> data;

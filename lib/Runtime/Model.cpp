@@ -38,6 +38,13 @@ using namespace vmoe::runtime;
 using llvm::StringRef;
 using llvm::Twine;
 
+/// "<what>: <first GPU error>".
+static llvm::Error cudaError(const Twine &what) {
+  char error[512] = "unknown GPU error";
+  vmoe_cuda_last_error(error, sizeof(error));
+  return llvm::createStringError(what + ": " + error);
+}
+
 llvm::Expected<std::unique_ptr<Model>> Model::load(StringRef manifestJson,
                                                    StringRef weightsPath) {
   llvm::Expected<Manifest> manifest = parseManifest(manifestJson);
@@ -47,7 +54,8 @@ llvm::Expected<std::unique_ptr<Model>> Model::load(StringRef manifestJson,
   model->manifest = std::move(*manifest);
   const Manifest &m = model->manifest;
 
-  // A CUDA model reads its buffers from kernels: managed memory.
+  // A CUDA model reads its buffers from kernels: device memory, with the
+  // weights uploaded once here.
   bool device = m.target == "cuda";
   if (device) {
     if (!hasCudaRuntime())
@@ -73,13 +81,13 @@ llvm::Expected<std::unique_ptr<Model>> Model::load(StringRef manifestJson,
     rank = distribution->rank();
     ranks = processes;
   }
-  if (!model->weights.allocate(m.weightsSize, device,
+  if (!model->weights.allocate(m.weightsSize,
                                /*zero=*/m.expertParallel == 0))
     return llvm::createStringError("cannot allocate " + Twine(m.weightsSize) +
                                    " floats for the weights");
-  if (!model->batchImages.allocate(m.batchImages * m.imageSize(), device) ||
-      !model->batchLogits.allocate(m.batchImages * m.classes, device) ||
-      !model->batchStats.allocate(m.statsSize(), device))
+  if (!model->batchImages.allocate(m.batchImages * m.imageSize()) ||
+      !model->batchLogits.allocate(m.batchImages * m.classes) ||
+      !model->batchStats.allocate(m.statsSize()))
     return llvm::createStringError("cannot allocate the batch buffers");
   if (llvm::Error error = loadSafetensors(weightsPath, m, model->weights.get(),
                                          rank, ranks))
@@ -97,6 +105,16 @@ llvm::Expected<std::unique_ptr<Model>> Model::load(StringRef manifestJson,
   for (const TensorInfo &tensor : m.tensors)
     if (tensor.panelWidth)
       packPanels(model->weights.get() + tensor.offset, tensor);
+  if (device) {
+    Model &d = *model;
+    if (!d.deviceWeights.allocate(m.weightsSize) ||
+        !d.deviceWeights.upload(d.weights.get(), m.weightsSize) ||
+        !d.deviceImages.allocate(d.batchImages.length()) ||
+        !d.deviceLogits.allocate(d.batchLogits.length()) ||
+        !d.deviceStats.allocate(d.batchStats.length()))
+      return cudaError("cannot place the model on the GPU");
+    d.weights.release();
+  }
   return model;
 }
 
@@ -192,21 +210,31 @@ llvm::Error Model::runBatch(const float *images, int64_t real,
   std::fill_n(batchLogits.get(), batch * m.classes, 0.0f);
   std::fill_n(batchStats.get(), m.statsSize(), 0);
 
+  // A CUDA model: the batch goes to the device once, the compiled code
+  // runs its kernels on one stream and waits for them once at its end,
+  // and logits and statistics come back once.
+  bool device = m.target == "cuda";
+  if (device && (!deviceImages.upload(batchData, batchImages.length()) ||
+                 !deviceLogits.upload(batchLogits.get(),
+                                      batchLogits.length()) ||
+                 !deviceStats.upload(batchStats.get(), batchStats.length())))
+    return cudaError("GPU");
   F32x4 imagesDesc = makeDescriptor<float, 4>(
-      batchData, {batch, m.channels, m.height, m.width});
-  F32x1 weightsDesc = makeDescriptor<float, 1>(weights.get(), {m.weightsSize});
-  F32x2 logitsDesc =
-      makeDescriptor<float, 2>(batchLogits.get(), {batch, m.classes});
+      device ? deviceImages.get() : batchData,
+      {batch, m.channels, m.height, m.width});
+  F32x1 weightsDesc = makeDescriptor<float, 1>(
+      device ? deviceWeights.get() : weights.get(), {m.weightsSize});
+  F32x2 logitsDesc = makeDescriptor<float, 2>(
+      device ? deviceLogits.get() : batchLogits.get(), {batch, m.classes});
   I32x2 statsDesc = makeDescriptor<int32_t, 2>(
-      batchStats.get(), {numLayers, m.numExperts() + 1});
+      device ? deviceStats.get() : batchStats.get(),
+      {numLayers, m.numExperts() + 1});
   _mlir_ciface_vmoe_forward(&imagesDesc, &weightsDesc, ratio, validImages,
                             &logitsDesc, &statsDesc);
-  if (manifest.target == "cuda") {
-    char error[512];
-    if (vmoe_cuda_synchronize() != 0 &&
-        vmoe_cuda_last_error(error, sizeof(error)) != 0)
-      return llvm::createStringError(Twine("GPU: ") + error);
-  }
+  if (device &&
+      (!deviceLogits.download(batchLogits.get(), batchLogits.length()) ||
+       !deviceStats.download(batchStats.get(), batchStats.length())))
+    return cudaError("GPU");
   return llvm::Error::success();
 }
 

@@ -17,6 +17,7 @@
 #define LIB_RUNTIME_MODEL_H
 
 #include "AlignedBuffer.h"
+#include "DeviceMemory.h"
 #include "Formats/Manifest.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -74,12 +75,19 @@ private:
 
   Manifest manifest;
   Padding padding = Padding::Masked;
-  /// manifest.weightsSize floats.
+  /// manifest.weightsSize floats (on the host for a CPU model; for a CUDA
+  /// model only while loading).
   AlignedBuffer<float> weights;
   /// One batch of images, its logits and its statistics.
   AlignedBuffer<float> batchImages;
   AlignedBuffer<float> batchLogits;
   AlignedBuffer<int32_t> batchStats;
+  /// A CUDA model's weights, uploaded once at load and resident, and the
+  /// device copies of the batch buffers, copied once per batch each way.
+  DeviceBuffer<float> deviceWeights;
+  DeviceBuffer<float> deviceImages;
+  DeviceBuffer<float> deviceLogits;
+  DeviceBuffer<int32_t> deviceStats;
 };
 
 } // namespace vmoe::runtime

@@ -46,6 +46,11 @@ struct GPUTranslationOptions {
       llvm::cl::desc("CUDA toolkit (libdevice, ptxas) of --vmoe-to-ptx/"
                      "--vmoe-to-cubin"),
       llvm::cl::init("/usr/local/cuda")};
+  llvm::cl::opt<std::string> mma{
+      "vmoe-gpu-mma",
+      llvm::cl::desc("Expert GEMMs of --vmoe-to-ptx/--vmoe-to-cubin: none "
+                     "(FP32 SIMT), tf32 or bf16 (mma.sync)"),
+      llvm::cl::init("none")};
 };
 
 static GPUTranslationOptions &getOptions() {
@@ -65,6 +70,7 @@ static LogicalResult lowerToKernels(Operation *op, raw_ostream &os,
   vmoe::VMoENVVMPipelineOptions options;
   options.chip = getOptions().chip;
   options.toolkit = getOptions().cudaPath;
+  options.gpuMma = getOptions().mma;
   options.format = format == KernelFormat::PTX ? "isa" : "bin";
   // One PTX module or cubin for all kernels.
   options.mergeKernelModules = true;

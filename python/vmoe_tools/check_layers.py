@@ -118,7 +118,7 @@ def _build_and_run(case_dir, args):
         p for p in (_PYTHON_DIR, env.get("PYTHONPATH")) if p)
     if args.build_only:
         return None
-    run_args = ["--managed"] if args.target == "cuda" else []
+    run_args = ["--device"] if args.target == "cuda" else []
     _run("run", [sys.executable, "-m", "vmoe_tools.run_case", case_dir,
                  *run_args], env=env)
     with np.load(path("outputs.npz")) as outputs:
@@ -202,8 +202,8 @@ def _parse_args(argv):
              "'vmoe-lower-to-cpu{fuse=true}'")
     parser.add_argument("--target", choices=("cpu", "cuda"), default="cpu",
                         help="cuda: lower with vmoe-lower-to-nvvm, link the "
-                             "GPU runtime and run on the GPU with managed "
-                             "memory (default: cpu)")
+                             "GPU runtime and run on the GPU, operands "
+                             "copied to device memory (default: cpu)")
     parser.add_argument("--gpu-chip", default="sm_90",
                         help="CUDA architecture for --target cuda")
     parser.add_argument("--jobs", type=int, default=2)

@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "vmoe/Codegen/GPUGemm.h"
 #include "vmoe/Frontend/ModelBuilder.h"
 #include "vmoe/Frontend/ModelDescription.h"
 #include "vmoe/Frontend/SizeLimits.h"
@@ -77,6 +78,11 @@ cl::opt<std::string> target("target", cl::desc("cpu (default) or cuda"),
 cl::opt<std::string> gpuChip("gpu-chip",
                              cl::desc("CUDA architecture (default sm_90)"),
                              cl::init("sm_90"), cl::cat(category));
+cl::opt<std::string> gpuMma(
+    "gpu-mma",
+    cl::desc("--target=cuda: expert GEMMs on none (FP32 SIMT, the default), "
+             "tf32 or bf16 tensor cores"),
+    cl::init("none"), cl::cat(category));
 cl::opt<std::string> cudaPath("cuda-path",
                               cl::desc("CUDA toolkit (default /usr/local/cuda)"),
                               cl::init("/usr/local/cuda"), cl::cat(category));
@@ -404,6 +410,10 @@ int main(int argc, char **argv) {
     vmoe::VMoENVVMPipelineOptions pipeline;
     pipeline.chip = gpuChip;
     pipeline.toolkit = cudaPath;
+    if (!vmoe::parseGPUMma(gpuMma))
+      return fail("--gpu-mma must be none, tf32 or bf16, got '" + gpuMma +
+                  "'");
+    pipeline.gpuMma = gpuMma;
     if (failed(vmoe::buildVMoENVVMPipeline(pm, pipeline)))
       return fail("the NVVM pipeline could not be built");
   } else {

@@ -19,6 +19,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <functional>
+#include <optional>
 
 namespace mlir::vmoe {
 
@@ -44,6 +45,30 @@ struct GPUGemmAccessors {
 /// product (index values) as a gpu.launch at the insertion point.
 void emitGPUGemm(OpBuilder &b, Location loc, Value batches, Value m, Value n,
                  Value k, const GPUGemmAccessors &access);
+
+/// Which instructions multiply in a GPU GEMM kernel.
+enum class GPUMma {
+  /// FP32 fma (SIMT), emitGPUGemm: exact in k order, the reference.
+  None,
+  /// Tensor cores, mma.sync m16n8k8 on TF32 operands (rounded to nearest,
+  /// ties away from zero, to 10 mantissa bits), FP32 accumulation.
+  TF32,
+  /// Tensor cores, mma.sync m16n8k16 on bf16 operands (rounded to nearest
+  /// even), FP32 accumulation.
+  BF16,
+};
+
+/// Parses "none", "tf32" or "bf16".
+std::optional<GPUMma> parseGPUMma(llvm::StringRef name);
+
+/// Emits the kernel of emitGPUGemm() on tensor cores (GPUMmaGemm.cpp):
+/// 64 x 64 tile per block, 4 warps of 32 x 32 (2 x 4 mma tiles of 16 x 8
+/// each, 32 FP32 accumulators per thread in registers), A and B staged in
+/// padded shared memory whose strides keep the fragment reads free of bank
+/// conflicts. `mma` must not be None.
+void emitGPUMmaGemm(OpBuilder &b, Location loc, Value batches, Value m,
+                    Value n, Value k, const GPUGemmAccessors &access,
+                    GPUMma mma);
 
 } // namespace mlir::vmoe
 

@@ -53,11 +53,22 @@ def ConvertVMoEToGPUPass
     adds each token's kept choices in choice order. Blocks past an expert's
     fill exit at once. The other vmoe ops are left for convert-vmoe-to-scf,
     whose parallel loops the NVVM pipeline maps to GPU threads.
+
+    `mma=tf32|bf16` emits the GEMMs on tensor cores instead
+    (`nvvm.mma.sync`, lib/Codegen/GPUMmaGemm.cpp); `none` (the default) keeps
+    the exact FP32 SIMT kernels. Ops without a GPU lowering (expert choice,
+    Soft MoE) are an error.
   }];
+  let options = [
+    Option<"mma", "mma", "std::string", "\"none\"",
+           "GEMM instructions: none (FP32 SIMT), tf32 or bf16 (mma.sync)">,
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::bufferization::BufferizationDialect",
     "::mlir::gpu::GPUDialect",
+    "::mlir::LLVM::LLVMDialect",
+    "::mlir::NVVM::NVVMDialect",
     "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",

@@ -90,18 +90,23 @@ struct VMoENVVMPipelineOptions
   PassOptions::Option<int64_t> threadsPerBlock{
       *this, "threads-per-block",
       llvm::cl::desc("Threads of the blocks that run mapped parallel loops"),
-      llvm::cl::init(128)};
+      llvm::cl::init(256)};
   PassOptions::Option<bool> mergeKernelModules{
       *this, "merge-kernel-modules",
       llvm::cl::desc("Put all kernels into one gpu.module (one PTX module or "
                      "cubin) instead of one per launch"),
       llvm::cl::init(false)};
+  PassOptions::Option<std::string> gpuMma{
+      *this, "gpu-mma",
+      llvm::cl::desc("Expert GEMM instructions: none (FP32 SIMT, exact, the "
+                     "default), tf32 or bf16 (tensor cores, mma.sync)"),
+      llvm::cl::init("none")};
 };
 
 /// vmoe (tensors) -> host LLVM code launching NVVM kernels: buffer sizing
 /// and expert fusion, tiled GEMM kernels for the experts, the other ops as
-/// parallel loops mapped to blocks and threads, managed memory for host
-/// buffers, NVVM and a cubin through the toolkit's ptxas, then the host side
+/// parallel loops mapped to blocks and threads, device memory for host
+/// buffers and one stream per call, NVVM and a cubin through the toolkit's ptxas, then the host side
 /// to LLVM with calls of the mgpu runtime ABI.
 LogicalResult buildVMoENVVMPipeline(OpPassManager &pm,
                                     const VMoENVVMPipelineOptions &options);

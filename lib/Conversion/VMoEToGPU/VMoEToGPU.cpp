@@ -4,7 +4,8 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// vmoe.fused_experts -> two tiled GEMM kernels (vmoe/Codegen/GPUGemm.h):
+// vmoe.fused_experts -> two tiled GEMM kernels (vmoe/Codegen/GPUGemm.h;
+// FP32 SIMT, or tensor cores with mma=tf32|bf16):
 //
 //   hidden[e, g, r] = act(x[g, t(r)] . w1[e] + b1[e])
 //   plane[i(r), g, t(r)] = (hidden[e, g, r] . w2[e] + b2[e]) * w[g, t, i]
@@ -12,8 +13,7 @@
 // where slot r of expert e in group g holds choice i of token t, then the
 // choice-ordered sum of the planes (as on the CPU). The kernels read their
 // operands through bufferization.to_buffer; the scratch buffers are
-// memref.alloc ops (device-visible managed memory after
-// vmoe-gpu-host-shared-allocs).
+// memref.alloc ops (device memory after vmoe-gpu-device-buffers).
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,7 +54,17 @@ static Value loadIndex(OpBuilder &b, Location loc, Value memref,
 namespace {
 
 struct FusedExpertsToGPU : OpConversionPattern<FusedExpertsOp> {
-  using OpConversionPattern::OpConversionPattern;
+  FusedExpertsToGPU(MLIRContext *ctx, GPUMma mma)
+      : OpConversionPattern(ctx), mma(mma) {}
+
+  /// Emits one GEMM with the kernel `mma` selects.
+  void gemm(OpBuilder &b, Location loc, Value batches, Value m, Value n,
+            Value k, const GPUGemmAccessors &access) const {
+    if (mma == GPUMma::None)
+      emitGPUGemm(b, loc, batches, m, n, k, access);
+    else
+      emitGPUMmaGemm(b, loc, batches, m, n, k, access, mma);
+  }
 
   LogicalResult
   matchAndRewrite(FusedExpertsOp op, OpAdaptor adaptor,
@@ -136,7 +146,7 @@ struct FusedExpertsToGPU : OpConversionPattern<FusedExpertsOp> {
           b, loc, buildActivation(b, loc, activation, v), hidden,
           ValueRange{ex, groupOf(b, loc, z), row, col});
     };
-    emitGPUGemm(b, loc, batches, capacity, h, d, up);
+    gemm(b, loc, batches, capacity, h, d, up);
 
     GPUGemmAccessors down;
     down.rowCount = rowCount;
@@ -163,7 +173,7 @@ struct FusedExpertsToGPU : OpConversionPattern<FusedExpertsOp> {
       memref::StoreOp::create(b, loc, arith::MulFOp::create(b, loc, w, y),
                               planes, ValueRange{i, gr, t, col});
     };
-    emitGPUGemm(b, loc, batches, capacity, d, h, down);
+    gemm(b, loc, batches, capacity, d, h, down);
 
     Value planesTensor = bufferization::ToTensorOp::create(
         b, loc, RankedTensorType::get(planesType.getShape(), b.getF32Type()),
@@ -173,6 +183,8 @@ struct FusedExpertsToGPU : OpConversionPattern<FusedExpertsOp> {
                                           k));
     return success();
   }
+
+  GPUMma mma;
 };
 
 } // namespace
@@ -186,6 +198,13 @@ struct ConvertVMoEToGPUPass
 
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
+    std::optional<GPUMma> kind = parseGPUMma(mma);
+    if (!kind) {
+      getOperation().emitError("convert-vmoe-to-gpu: mma must be none, tf32 "
+                               "or bf16, got '")
+          << mma << "'";
+      return signalPassFailure();
+    }
     // Expert choice and Soft MoE are lowered for the CPU only (issue 11);
     // their loops would otherwise reach the kernel outliner and fail there.
     WalkResult cpuOnly = getOperation()->walk([](Operation *op) {
@@ -209,7 +228,7 @@ struct ConvertVMoEToGPUPass
     target.addIllegalOp<FusedExpertsOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
-    patterns.add<FusedExpertsToGPU>(ctx);
+    patterns.add<FusedExpertsToGPU>(ctx, *kind);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();

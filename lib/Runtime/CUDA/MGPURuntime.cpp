@@ -83,8 +83,11 @@ namespace {
   X(cuEventRecord)                                                             \
   X(cuEventSynchronize)                                                        \
   X(cuMemAlloc)                                                                \
-  X(cuMemAllocManaged)                                                         \
   X(cuMemFree)                                                                 \
+  X(cuMemAllocAsync)                                                           \
+  X(cuMemFreeAsync)                                                            \
+  X(cuMemcpyHtoD)                                                              \
+  X(cuMemcpyDtoH)                                                              \
   X(cuMemcpyAsync)                                                             \
   X(cuMemsetD32Async)                                                          \
   X(cuMemsetD16Async)                                                          \
@@ -463,7 +466,9 @@ MGPU_API void mgpuLaunchKernel(CUfunction function, intptr_t gridX,
                                intptr_t blockY, intptr_t blockZ, int32_t smem,
                                CUstream stream, void **params, void **extra,
                                size_t /*paramsCount*/) {
-  if (!enterGpu())
+  // After a failure (a null allocation among the arguments, say) nothing
+  // more is launched.
+  if (!enterGpu() || anyError.load(std::memory_order_acquire))
     return;
   const intptr_t dims[6] = {gridX, gridY, gridZ, blockX, blockY, blockZ};
   if (!prepareLaunch(function, "mgpuLaunchKernel", dims, smem))
@@ -589,39 +594,58 @@ MGPU_API void mgpuEventRecord(CUevent event, CUstream stream) {
   check(driver.cuEventRecord(event, stream), "cuEventRecord");
 }
 
-/// gpu.alloc: device memory, or managed memory for `host_shared`. Returns
-/// null for 0 bytes and on failure. The flag is an i8 in the compiled code;
-/// it is taken as an int and masked, so that bits above the byte, which the
-/// caller need not define, are ignored.
-MGPU_API void *mgpuMemAlloc(uint64_t sizeBytes, CUstream /*stream*/,
+/// gpu.alloc: device memory, stream-ordered on `stream` (cuMemAllocAsync,
+/// from the device's memory pool: no implicit synchronization) or, without
+/// a stream, cuMemAlloc. Returns null for 0 bytes and on
+/// failure (error recorded; launches after a failure are skipped, so no
+/// kernel reads through the null pointer). Managed memory (`host_shared`)
+/// is refused: it can hang the GPU on some machines and vmoe does not emit
+/// it. The flag is an i8 in the compiled code; it is taken as an int and
+/// masked, so that bits above the byte, which the caller need not define,
+/// are ignored.
+MGPU_API void *mgpuMemAlloc(uint64_t sizeBytes, CUstream stream,
                             uint32_t isHostShared) {
   if (sizeBytes == 0 || !enterGpu())
     return nullptr;
-  CUdeviceptr pointer = 0;
   if ((isHostShared & 0xff) != 0) {
-    if (!check(
-            driver.cuMemAllocManaged(&pointer, sizeBytes, CU_MEM_ATTACH_GLOBAL),
-            "cuMemAllocManaged"))
-      return nullptr;
-  } else if (!check(driver.cuMemAlloc(&pointer, sizeBytes), "cuMemAlloc")) {
+    recordError("mgpuMemAlloc: managed (host_shared) memory is not supported");
     return nullptr;
   }
+  CUdeviceptr pointer = 0;
+  char call[64];
+  std::snprintf(call, sizeof(call), "%s(%llu bytes)",
+                stream ? "cuMemAllocAsync" : "cuMemAlloc",
+                static_cast<unsigned long long>(sizeBytes));
+  CUresult result = stream ? driver.cuMemAllocAsync(&pointer, sizeBytes, stream)
+                           : driver.cuMemAlloc(&pointer, sizeBytes);
+  if (!check(result, call))
+    return nullptr;
   return reinterpret_cast<void *>(pointer);
 }
 
-/// gpu.dealloc. cuMemFree synchronizes with the device, so work queued on
-/// `stream` that uses the memory is finished first.
-MGPU_API void mgpuMemFree(void *pointer, CUstream /*stream*/) {
+/// gpu.dealloc: stream-ordered on `stream` (cuMemFreeAsync, after the work
+/// queued before it), else cuMemFree, which synchronizes with the device.
+MGPU_API void mgpuMemFree(void *pointer, CUstream stream) {
   if (!pointer || !enterGpu())
     return;
-  check(driver.cuMemFree(reinterpret_cast<CUdeviceptr>(pointer)), "cuMemFree");
+  if (stream)
+    check(driver.cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(pointer), stream),
+          "cuMemFreeAsync");
+  else
+    check(driver.cuMemFree(reinterpret_cast<CUdeviceptr>(pointer)),
+          "cuMemFree");
 }
 
 /// gpu.memcpy in any direction (unified addressing tells which).
 MGPU_API void mgpuMemcpy(void *dst, void *src, size_t sizeBytes,
                          CUstream stream) {
-  if (sizeBytes == 0 || !enterGpu())
+  if (sizeBytes == 0 || !enterGpu() || anyError.load(std::memory_order_acquire))
     return;
+  if (!dst || !src) {
+    recordError("mgpuMemcpy: %zu bytes %s a null pointer", sizeBytes,
+                dst ? "from" : "to");
+    return;
+  }
   check(driver.cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst),
                              reinterpret_cast<CUdeviceptr>(src), sizeBytes,
                              stream),
@@ -721,15 +745,45 @@ int vmoe_cuda_synchronize(void) {
   return anyError.load(std::memory_order_acquire) ? 1 : 0;
 }
 
-void *vmoe_cuda_alloc_managed(size_t bytes) {
+void *vmoe_cuda_alloc(size_t bytes) {
   if (!enterGpu())
     return nullptr;
   CUdeviceptr pointer = 0;
-  if (!check(driver.cuMemAllocManaged(&pointer, bytes ? bytes : 1,
-                                      CU_MEM_ATTACH_GLOBAL),
-             "cuMemAllocManaged"))
+  char call[64];
+  std::snprintf(call, sizeof(call), "cuMemAlloc(%zu bytes)", bytes);
+  if (!check(driver.cuMemAlloc(&pointer, bytes ? bytes : 1), call))
     return nullptr;
   return reinterpret_cast<void *>(pointer);
+}
+
+int vmoe_cuda_copy_to_device(void *device, const void *host, size_t bytes) {
+  if (bytes == 0)
+    return anyError.load(std::memory_order_acquire) ? 1 : 0;
+  if (!device || !host) {
+    recordError("vmoe_cuda_copy_to_device: %zu bytes %s a null pointer", bytes,
+                device ? "from" : "to");
+    return 1;
+  }
+  if (enterGpu())
+    check(driver.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(device), host,
+                              bytes),
+          "cuMemcpyHtoD");
+  return anyError.load(std::memory_order_acquire) ? 1 : 0;
+}
+
+int vmoe_cuda_copy_to_host(void *host, const void *device, size_t bytes) {
+  if (bytes == 0)
+    return anyError.load(std::memory_order_acquire) ? 1 : 0;
+  if (!device || !host) {
+    recordError("vmoe_cuda_copy_to_host: %zu bytes %s a null pointer", bytes,
+                host ? "from" : "to");
+    return 1;
+  }
+  if (enterGpu())
+    check(driver.cuMemcpyDtoH(host, reinterpret_cast<CUdeviceptr>(device),
+                              bytes),
+          "cuMemcpyDtoH");
+  return anyError.load(std::memory_order_acquire) ? 1 : 0;
 }
 
 void vmoe_cuda_free(void *pointer) {

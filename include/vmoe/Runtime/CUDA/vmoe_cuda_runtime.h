@@ -62,12 +62,24 @@ VMOE_CUDA_API int vmoe_cuda_last_error(char *error, size_t error_size);
 /// this or any earlier call failed (vmoe_cuda_last_error() has the message).
 VMOE_CUDA_API int vmoe_cuda_synchronize(void);
 
-/// Allocates `bytes` (at least 1) of managed memory, accessible from the host
-/// and the device (cuMemAllocManaged, CU_MEM_ATTACH_GLOBAL), aligned to at
-/// least 256 bytes. Returns NULL on failure, with the error recorded.
-VMOE_CUDA_API void *vmoe_cuda_alloc_managed(size_t bytes);
+/// Allocates `bytes` (at least 1) of device memory (cuMemAlloc), aligned to
+/// at least 256 bytes; the host cannot read it directly. Returns NULL on
+/// failure, with the error recorded ("cuMemAlloc(N bytes) failed: ...").
+VMOE_CUDA_API void *vmoe_cuda_alloc(size_t bytes);
 
-/// Frees memory from vmoe_cuda_alloc_managed(); NULL is a no-op.
+/// Copies `bytes` from host memory to device memory from vmoe_cuda_alloc()
+/// (cuMemcpyHtoD: returns when the copy is done). Returns 0, or 1 when this
+/// or an earlier call failed; a NULL pointer is an error, not a crash.
+VMOE_CUDA_API int vmoe_cuda_copy_to_device(void *device, const void *host,
+                                           size_t bytes);
+
+/// Copies `bytes` from device memory to host memory (cuMemcpyDtoH, after
+/// the work queued before it on the legacy stream). Returns as
+/// vmoe_cuda_copy_to_device().
+VMOE_CUDA_API int vmoe_cuda_copy_to_host(void *host, const void *device,
+                                         size_t bytes);
+
+/// Frees memory from vmoe_cuda_alloc(); NULL is a no-op.
 VMOE_CUDA_API void vmoe_cuda_free(void *pointer);
 
 #ifdef __cplusplus

@@ -1,7 +1,7 @@
 // Every mgpu function gpu-to-llvm emits for the ops a vmoe model may use:
 // async device allocations, copies both ways, 32- and 16-bit memsets,
 // events joining two streams, a launch with 64 KiB of dynamic shared
-// memory, deallocation, a managed (host_shared) allocation, host
+// memory, deallocation, host
 // registration of an unranked memref, the default device and a cluster
 // launch. The kernel adds 1 to each of its 16 elements
 // (fake_cuda_driver.c emulates it).
@@ -57,20 +57,20 @@ module attributes {gpu.container_module} {
     gpu.host_unregister %registered : memref<*xf32>
     gpu.set_default_device %device
 
-    // Managed memory m = 1.5, m += 1 by a grid of 2 blocks of 8 threads in
-    // one cluster of 2 blocks, m -> outManaged.
-    %m = gpu.alloc host_shared () : memref<16xf32>
+    // Device memory m = 1.5 (allocated on its own stream), m += 1 by a grid
+    // of 2 blocks of 8 threads in one cluster of 2 blocks, m -> outManaged.
     %u0 = gpu.wait async
-    %u1 = gpu.memset async [%u0] %m, %half : memref<16xf32>, f32
-    gpu.wait [%u1]
+    %m, %u1 = gpu.alloc async [%u0] () : memref<16xf32>
+    %u2 = gpu.memset async [%u1] %m, %half : memref<16xf32>, f32
+    gpu.wait [%u2]
     gpu.launch_func @kernels::@add_one
         clusters in (%c2, %c1, %c1) blocks in (%c2, %c1, %c1)
         threads in (%c8, %c1, %c1) args(%m : memref<16xf32>)
-    %u2 = gpu.wait async
-    %u3 = gpu.memcpy async [%u2] %outManaged, %m
+    %u3 = gpu.wait async
+    %u4 = gpu.memcpy async [%u3] %outManaged, %m
         : memref<16xf32>, memref<16xf32>
-    %u4 = gpu.dealloc async [%u3] %m : memref<16xf32>
-    gpu.wait [%u4]
+    %u5 = gpu.dealloc async [%u4] %m : memref<16xf32>
+    gpu.wait [%u5]
     return
   }
 }

@@ -6,7 +6,7 @@
 |*===----------------------------------------------------------------------===*|
 |*                                                                            *|
 |* The host side of abi.test: calls the compiled @abi and prints its three    *|
-|* outputs (device memory and managed memory copied back) and where the       *|
+|* outputs (copied back from device memory) and where the       *|
 |* registered memref's elements start and how many bytes they span. The      *|
 |* memref to register is 3x4 f32 at offset 2 with strides [5, 1]: its        *|
 |* elements span 2*5 + 3 + 1 = 14 floats (56 bytes) from element 2.          *|

@@ -509,6 +509,48 @@ EXPORT CUresult cuMemFree(CUdeviceptr pointer) {
   return CUDA_SUCCESS;
 }
 
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *pointer, size_t bytes,
+                                CUstream stream) {
+  CUresult result = needContext("cuMemAllocAsync");
+  if (result != CUDA_SUCCESS)
+    return result;
+  trace("cuMemAllocAsync %zu bytes stream %d", bytes, streamId(stream));
+  if ((result = injected("cuMemAllocAsync", CUDA_ERROR_OUT_OF_MEMORY)))
+    return result;
+  return allocate(pointer, bytes);
+}
+
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
+  CUresult result = needContext("cuMemFreeAsync");
+  if (result != CUDA_SUCCESS)
+    return result;
+  trace("cuMemFreeAsync stream %d", streamId(stream));
+  if (!untrack((void *)pointer))
+    return CUDA_ERROR_INVALID_VALUE;
+  free((void *)pointer);
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes) {
+  CUresult result = needContext("cuMemcpyHtoD");
+  if (result != CUDA_SUCCESS)
+    return result;
+  trace("cuMemcpyHtoD %zu bytes", bytes);
+  if ((result = injected("cuMemcpyHtoD", CUDA_ERROR_INVALID_VALUE)))
+    return result;
+  memcpy((void *)dst, src, bytes);
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t bytes) {
+  CUresult result = needContext("cuMemcpyDtoH");
+  if (result != CUDA_SUCCESS)
+    return result;
+  trace("cuMemcpyDtoH %zu bytes", bytes);
+  memcpy(dst, (const void *)src, bytes);
+  return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                               CUstream stream) {
   CUresult result = needContext("cuMemcpyAsync");

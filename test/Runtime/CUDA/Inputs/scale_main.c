@@ -39,19 +39,25 @@ static int fail(void) {
   return 1;
 }
 
-/// Counts the elements of `data` that differ from factor * index.
-static int countWrong(const float *data, float factor) {
+/// Counts the elements of the device array `device` that differ from
+/// factor * index (copied to the host first); -1 when the copy fails.
+static int countWrong(const float *device, float factor, float *host) {
+  if (vmoe_cuda_copy_to_host(host, device, kSize * sizeof(float)))
+    return -1;
   int wrong = 0;
   for (int i = 0; i < kSize; ++i)
-    wrong += data[i] != factor * (float)i;
+    wrong += host[i] != factor * (float)i;
   return wrong;
 }
 
+/// A device array holding 0, 1, ..., kSize - 1.
 static float *newArray(void) {
-  float *data = vmoe_cuda_alloc_managed(kSize * sizeof(float));
-  if (data)
-    for (int i = 0; i < kSize; ++i)
-      data[i] = (float)i;
+  float host[kSize];
+  for (int i = 0; i < kSize; ++i)
+    host[i] = (float)i;
+  float *data = vmoe_cuda_alloc(kSize * sizeof(float));
+  if (data && vmoe_cuda_copy_to_device(data, host, sizeof(host)))
+    return NULL;
   return data;
 }
 
@@ -92,8 +98,12 @@ int main(int argc, char **argv) {
     scale(data, data, 0, kSize, 1);
     if (vmoe_cuda_synchronize())
       return fail();
-    printf("a[0] = %g, a[1] = %g, a[1023] = %g, wrong: %d\n", data[0],
-           data[1], data[1023], countWrong(data, 2));
+    float host[kSize];
+    int wrong = countWrong(data, 2, host);
+    if (wrong < 0)
+      return fail();
+    printf("a[0] = %g, a[1] = %g, a[1023] = %g, wrong: %d\n", host[0],
+           host[1], host[1023], wrong);
     vmoe_cuda_free(data);
     return vmoe_cuda_last_error(error, sizeof(error)) ? fail() : 0;
   }
@@ -111,7 +121,11 @@ int main(int argc, char **argv) {
     return fail();
   int wrong = 0;
   for (int t = 0; t < threads; ++t) {
-    wrong += countWrong(arrays[t], 4);
+    float host[kSize];
+    int count = countWrong(arrays[t], 4, host);
+    if (count < 0)
+      return fail();
+    wrong += count;
     vmoe_cuda_free(arrays[t]);
   }
   printf("%d threads, wrong: %d\n", threads, wrong);

@@ -96,15 +96,21 @@ def VMoELowerStridedCopiesPass : Pass<"vmoe-lower-strided-copies"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
-def VMoEGPUHostSharedAllocsPass
-    : Pass<"vmoe-gpu-host-shared-allocs", "::mlir::func::FuncOp"> {
-  let summary = "Host-side buffers become managed memory the GPU can read";
+def VMoEGPUDeviceBuffersPass
+    : Pass<"vmoe-gpu-device-buffers", "::mlir::func::FuncOp"> {
+  let summary = "Host-side buffers of the GPU path become device memory";
   let description = [{
-    Every `memref.alloc` / `memref.dealloc` of host code (outside gpu.launch
-    and gpu.func) becomes `gpu.alloc host_shared` / `gpu.dealloc`: CUDA
-    managed memory, readable by kernels and by the host code between them.
-    Allocations inside kernels (per-thread scratch, static shapes only)
-    become `memref.alloca`, the thread's private memory.
+    Runs after the loops became `gpu.launch` ops. Host code keeps its buffers
+    on the device (never managed memory): `memref.alloc` / `memref.dealloc`
+    become `gpu.alloc` / `gpu.dealloc` (no `host_shared`), `memref.copy`
+    becomes `gpu.memcpy`, and a constant (`memref.get_global`) read by a
+    kernel gets a device copy made once per call. Allocations inside
+    kernels (per-thread scratch, static shapes only) become `memref.alloca`,
+    the thread's private memory. A host `memref.load` whose value only one
+    later kernel uses (and nothing in between touches the memref) moves into
+    that kernel. A `memref.load` or `memref.store` left in host code is an
+    error (it would read device memory from the host).
+    `gpu-async-region` afterwards puts all of it on one stream.
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
@@ -187,6 +193,36 @@ def VMoEExpertParallelPass
     Option<"ranks", "ranks", "int64_t", /*default=*/"1",
            "Processes the experts are split over (E must be divisible)">
   ];
+}
+
+def VMoEGPUMapParallelLoopsPass
+    : Pass<"vmoe-gpu-map-parallel-loops", "::mlir::func::FuncOp"> {
+  let summary = "Map every top-level scf.parallel to one gpu.launch";
+  let description = [{
+    Each top-level `scf.parallel` (not inside a kernel or another parallel
+    loop) becomes a `gpu.launch` that runs all of its iterations: the
+    iteration space of every dim together is linearized, split over
+    `threads-per-block` threads per block and as many blocks as it needs
+    (grid x only, at most `max-blocks`), and a grid-stride loop covers what
+    one launch cannot. So no dim is left to one thread, and grid y and z
+    stay 1, below their 65,535 limit, whatever the shape. Each thread
+    recovers its indices by division (the last dim varies fastest, so
+    neighbouring threads touch neighbouring elements). Nested parallel loops
+    run sequentially in the thread. Loops with reductions are an error.
+    Other top-level ops of the function with regions that read or write
+    memory (a sequential `scf.for`, `scf.if`) and lone `memref.store` ops
+    move into a one-thread `gpu.launch`: host code never touches device
+    memory.
+  }];
+  let options = [
+    Option<"threadsPerBlock", "threads-per-block", "int64_t", "256",
+           "Threads of each block">,
+    Option<"maxBlocks", "max-blocks", "int64_t", "2147483647",
+           "Most blocks of one launch (grid x limit: 2^31 - 1)">,
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect"];
 }
 
 #endif // VMOE_DIALECT_VMOE_TRANSFORMS_PASSES_TD
