@@ -726,6 +726,14 @@ class Router(nn.Module):
         self.kernel = nn.Parameter(torch.randn(dim, num_experts) * 0.02)
 
 
+def _valid_tokens(N, T, valid_images, S):
+    """[N*T/S, S] bool: the tokens of the first valid_images of N images
+    (T tokens each) in groups of S, or None when valid_images is None."""
+    if valid_images is None:
+        return None
+    return (torch.arange(N * T) < valid_images * T).reshape(N * T // S, S)
+
+
 class MoE(nn.Module):
     """Sparse MoE layer: router plus E expert MLPs (w1, b1, w2, b2)."""
 
@@ -750,10 +758,7 @@ class MoE(nn.Module):
         """
         N, T, D = x.shape
         grouped = x.reshape(N * T // tokens_per_group, tokens_per_group, D)
-        valid = None
-        if valid_images is not None:
-            valid = (torch.arange(N * T) < valid_images * T).reshape(
-                grouped.shape[:2])
+        valid = _valid_tokens(N, T, valid_images, grouped.shape[1])
         cfg = self.cfg
         if "routing" in cfg["explicit"] or routing is None:
             routing = cfg["routing"]
@@ -791,10 +796,7 @@ class ExpertChoiceMoE(MoE):
         del routing, score
         N, T, D = x.shape
         grouped = x.reshape(N * T // tokens_per_group, tokens_per_group, D)
-        valid = None
-        if valid_images is not None:
-            valid = (torch.arange(N * T) < valid_images * T).reshape(
-                grouped.shape[:2])
+        valid = _valid_tokens(N, T, valid_images, grouped.shape[1])
         cfg = self.cfg
         result = expertchoice.expert_choice_layer(
             grouped, self.router.kernel, self.w1, self.b1, self.w2, self.b2,
@@ -835,10 +837,7 @@ class SoftMoE(nn.Module):
         del tokens_per_group, routing, score, capacity_ratio
         N, T, D = x.shape
         S = self.tokens_per_group
-        valid = None
-        if valid_images is not None:
-            valid = (torch.arange(N * T) < valid_images * T).reshape(
-                N * T // S, S)
+        valid = _valid_tokens(N, T, valid_images, S)
         result = softmoe.soft_moe(x.reshape(N * T // S, S, D), self.phi,
                                   self.scale, self.w1, self.b1, self.w2,
                                   self.b2, self.cfg["activation"], valid)

@@ -3,11 +3,12 @@
 
 import math
 import sys
-import traceback
 
 import torch
 
 import vmoe_ref
+
+from . import selftest
 
 
 def _cv2(values):
@@ -128,22 +129,8 @@ def test_shared_expert_added():
     assert torch.allclose(both["out"], base["out"] + extra)
 
 
-TESTS = [value for name, value in sorted(globals().items())
-         if name.startswith("test_")]
-
-
 def main():
-    failed = []
-    for test in TESTS:
-        try:
-            test()
-        except Exception:  # report every failure, then exit non-zero
-            failed.append(test.__name__)
-            print(f"FAIL {test.__name__}", file=sys.stderr)
-            traceback.print_exc()
-    print(f"vmoe_ref.test_decoder: {len(TESTS) - len(failed)} passed, "
-          f"{len(failed)} failed")
-    return 1 if failed else 0
+    return selftest.run("vmoe_ref.test_decoder", globals())
 
 
 if __name__ == "__main__":

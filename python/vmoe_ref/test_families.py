@@ -8,12 +8,12 @@ fails.
 
 import math
 import sys
-import traceback
 
 import torch
 
 from . import expertchoice as ec
 from . import ops
+from . import selftest
 from . import softmoe as soft
 
 
@@ -196,22 +196,8 @@ def test_soft_masked_tokens_do_not_change_valid_outputs():
     assert torch.equal(none["slots_in"], torch.zeros_like(none["slots_in"]))
 
 
-TESTS = [value for name, value in sorted(globals().items())
-         if name.startswith("test_")]
-
-
 def main():
-    failed = []
-    for test in TESTS:
-        try:
-            test()
-        except Exception:  # report every failure, then exit non-zero
-            failed.append(test.__name__)
-            print(f"FAIL {test.__name__}", file=sys.stderr)
-            traceback.print_exc()
-    print(f"vmoe_ref.test_families: {len(TESTS) - len(failed)} passed, "
-          f"{len(failed)} failed")
-    return 1 if failed else 0
+    return selftest.run("vmoe_ref.test_families", globals())
 
 
 if __name__ == "__main__":

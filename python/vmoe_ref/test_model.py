@@ -10,12 +10,11 @@ import copy
 import os
 import sys
 import tempfile
-import traceback
 
 import numpy as np
 import torch
 
-from . import model, ops
+from . import model, ops, selftest
 
 _DIGITS = {
     "format": "vmoe-model", "version": 1, "name": "test",
@@ -303,22 +302,8 @@ def test_masked_dispatch_is_truncated_dispatch():
     assert int(stats["fill"].sum()) + stats["dropped"] == valid * k
 
 
-TESTS = [value for name, value in sorted(globals().items())
-         if name.startswith("test_")]
-
-
 def main():
-    failed = []
-    for test in TESTS:
-        try:
-            test()
-        except Exception:  # report every failure, then exit non-zero
-            failed.append(test.__name__)
-            print(f"FAIL {test.__name__}", file=sys.stderr)
-            traceback.print_exc()
-    print(f"vmoe_ref.test_model: {len(TESTS) - len(failed)} passed, "
-          f"{len(failed)} failed")
-    return 1 if failed else 0
+    return selftest.run("vmoe_ref.test_model", globals())
 
 
 if __name__ == "__main__":

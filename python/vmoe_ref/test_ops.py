@@ -7,12 +7,11 @@ test fails.
 
 import math
 import sys
-import traceback
 
 import numpy as np
 import torch
 
-from . import ops
+from . import ops, selftest
 
 
 def _rand_layer(gen, G, S, D, H, E):
@@ -321,22 +320,8 @@ def test_layer_drops_and_stats():
         assert kept.min() >= lost.max()
 
 
-TESTS = [value for name, value in sorted(globals().items())
-         if name.startswith("test_")]
-
-
 def main():
-    failed = []
-    for test in TESTS:
-        try:
-            test()
-        except Exception:  # report every failure, then exit non-zero
-            failed.append(test.__name__)
-            print(f"FAIL {test.__name__}", file=sys.stderr)
-            traceback.print_exc()
-    print(f"vmoe_ref.test_ops: {len(TESTS) - len(failed)} passed, "
-          f"{len(failed)} failed")
-    return 1 if failed else 0
+    return selftest.run("vmoe_ref.test_ops", globals())
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import torch
 
 from vmoe_ref import model as vmodel
 from vmoe_tools.digits_reference import load_images
-from vmoe_tools.executable import RunError, run_executable
+from vmoe_tools.executable import RunError, capacity_list, run_executable
 
 class CheckError(Exception):
     pass
@@ -112,17 +112,6 @@ def make(args):
     return 0
 
 
-def capacities(text):
-    """argparse type: a comma-separated list of positive capacity ratios."""
-    try:
-        values = [float(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of numbers: {text!r}")
-    if not values or any(not v > 0 for v in values):
-        raise argparse.ArgumentTypeError("capacity ratios must be positive")
-    return values
-
-
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "make":
@@ -147,7 +136,7 @@ def main(argv=None):
     parser.add_argument("--routing", choices=("vanilla", "bpr"),
                         help="the --routing the executable was compiled "
                              "with, if any")
-    parser.add_argument("--capacities", type=capacities, default=[1.0])
+    parser.add_argument("--capacities", type=capacity_list, default=[1.0])
     parser.add_argument("--atol", type=float, default=1e-4)
     args = parser.parse_args(argv)
     try:
