@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "vmoe/Frontend/ModelBuilder.h"
+#include "vmoe/Support/BoundedMlirText.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -39,6 +40,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // The MLIR lexer relies on a NUL after the text, as files read by the
   // tools have (llvm::MemoryBuffer): copy the input into a std::string.
   std::string text(reinterpret_cast<const char *>(data), size);
+  // As vmoe-opt does: text nested too deep for the parser is refused.
+  if (llvm::Error error = vmoe::checkMlirNesting(text)) {
+    llvm::consumeError(std::move(error));
+    return 0;
+  }
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
   if (module)
     (void)verify(*module);

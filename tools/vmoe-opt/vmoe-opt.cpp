@@ -7,11 +7,14 @@
 // mlir-opt with the vmoe dialect, passes and pipelines, plus every upstream
 // dialect, extension and pass, so that a whole lowering (vmoe -> linalg ->
 // LLVM, or -> gpu -> NVVM) runs in one tool. The out-of-line registerAll*()
-// functions keep this file cheap to compile.
+// functions keep this file cheap to compile. An input file is first checked
+// for nesting too deep for MLIR's recursive parser (vmoe/Support/
+// BoundedMlirText.h; standard input is not checked: it cannot be read twice).
 //
 //===----------------------------------------------------------------------===//
 
 #include "vmoe/InitVMoE.h"
+#include "vmoe/Support/BoundedMlirText.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -19,6 +22,9 @@
 #include "mlir/InitAllPasses.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/WithColor.h"
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
@@ -29,6 +35,20 @@ int main(int argc, char **argv) {
   mlir::registerAllPasses();
   mlir::vmoe::registerVMoEDialects(registry);
   mlir::vmoe::registerVMoEPasses();
+  auto [inputFilename, outputFilename] = mlir::registerAndParseCLIOptions(
+      argc, argv, "vmoe optimizer driver\n", registry);
+  if (inputFilename != "-") {
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+        llvm::MemoryBuffer::getFile(inputFilename, /*IsText=*/true);
+    if (file) {
+      if (llvm::Error error = vmoe::checkMlirNesting((*file)->getBuffer())) {
+        llvm::WithColor::error(llvm::errs(), "vmoe-opt")
+            << inputFilename << ": " << llvm::toString(std::move(error))
+            << "\n";
+        return 1;
+      }
+    } // Otherwise MlirOptMain reports the unreadable file.
+  }
   return mlir::asMainReturnCode(mlir::MlirOptMain(
-      argc, argv, "vmoe optimizer driver\n", registry));
+      argc, argv, inputFilename, outputFilename, registry));
 }

@@ -44,6 +44,10 @@ constexpr int64_t kMaxDepth = 1024;
 /// nests 4 levels; llvm::json's parser recurses once per level.
 constexpr unsigned kMaxJsonNesting = 64;
 
+/// Deepest nesting of brackets ( [ { < in MLIR text the tools read: MLIR's
+/// parser recurses once per level and overflows the stack near 20,000.
+constexpr unsigned kMaxMlirNesting = 1024;
+
 /// Most OpenMP threads a model may be asked to run on (`--threads`).
 constexpr int64_t kMaxThreads = 1024;
 
