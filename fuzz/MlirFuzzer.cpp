@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static MLIRContext &context = *[] {
     DialectRegistry registry;
     // The vmoe dialect and func, arith, tensor, linalg, ...
-    vmoe::frontend::registerFrontendDialects(registry);
+    mlir::vmoe::frontend::registerFrontendDialects(registry);
     auto *ctx = new MLIRContext(registry);
     ctx->disableMultithreading();
     ctx->loadAllAvailableDialects();
@@ -41,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // tools have (llvm::MemoryBuffer): copy the input into a std::string.
   std::string text(reinterpret_cast<const char *>(data), size);
   // As vmoe-opt does: text nested too deep for the parser is refused.
-  if (llvm::Error error = vmoe::checkMlirNesting(text)) {
+  if (llvm::Error error = ::vmoe::checkMlirNesting(text)) {
     llvm::consumeError(std::move(error));
     return 0;
   }
