@@ -42,13 +42,6 @@ using namespace mlir;
 using namespace mlir::vmoe;
 using namespace mlir::vmoe::lowering;
 
-/// memref.load of an i32 as an index.
-static Value loadIndex(OpBuilder &b, Location loc, Value memref,
-                       ValueRange indices) {
-  Value v = memref::LoadOp::create(b, loc, memref, indices);
-  return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
-}
-
 /// `key` (G x E x S) with NaN where token t of group g is padding
 /// (`g * S + t >= numValid`): NaN keys are never taken by buildTopK.
 static Value maskInvalidTokens(OpBuilder &b, Location loc, Value key,

@@ -40,13 +40,6 @@ using namespace mlir;
 using namespace mlir::vmoe;
 using namespace mlir::vmoe::lowering;
 
-/// memref.load of an i32 as an index.
-static Value loadIndex(OpBuilder &b, Location loc, Value memref,
-                       ValueRange indices) {
-  Value v = memref::LoadOp::create(b, loc, memref, indices);
-  return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
-}
-
 namespace {
 
 /// vmoe.fused_experts -> gathered GEMMs per expert and group, then the

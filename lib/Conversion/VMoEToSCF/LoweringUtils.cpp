@@ -28,6 +28,12 @@ static void rowSlice(OpBuilder &b, ArrayRef<OpFoldResult> prefix,
   sizes.push_back(size);
 }
 
+Value lowering::loadIndex(OpBuilder &b, Location loc, Value memref,
+                         ValueRange indices) {
+  Value v = memref::LoadOp::create(b, loc, memref, indices);
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), v);
+}
+
 Value lowering::extractRow(OpBuilder &b, Location loc, Value source,
                          ArrayRef<OpFoldResult> prefix, OpFoldResult size) {
   SmallVector<OpFoldResult> offsets, sizes;

@@ -24,6 +24,9 @@
 
 namespace mlir::vmoe::lowering {
 
+/// memref.load of an i32 as an index.
+Value loadIndex(OpBuilder &b, Location loc, Value memref, ValueRange indices);
+
 /// Extracts the 1-D row `source[prefix..., 0 : size]` (the last dim whole).
 Value extractRow(OpBuilder &b, Location loc, Value source,
                  ArrayRef<OpFoldResult> prefix, OpFoldResult size);

@@ -580,20 +580,11 @@ LogicalResult FusedRouteOp::verify() {
     return failure();
   Operation *op = getOperation();
   // fused_route-C1.
-  if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")) ||
-      failed(verifyRank(op, "router", getRouter(), 2, "D x E")))
+  auto k = static_cast<int64_t>(getK());
+  if (failed(verifyRouterOperands(op, getX(), getRouter(), k)))
     return failure();
   int64_t g = dimOf(getX(), 0), s = dimOf(getX(), 1), d = dimOf(getX(), 2);
   int64_t e = dimOf(getRouter(), 1);
-  if (!dimsCompatible(dimOf(getRouter(), 0), d))
-    return emitOpError() << "'router' dim 0 (" << dimOf(getRouter(), 0)
-                         << ") must equal the model width D of 'x' (" << d
-                         << ")";
-  auto k = static_cast<int64_t>(getK());
-  if (!ShapedType::isDynamic(e) && k > e)
-    return emitOpError() << "k (" << k
-                         << ") must not exceed the number of experts E (" << e
-                         << ")";
   // fused_route-C2.
   if (failed(verifyShape(op, "expert_ids", getExpertIds(), {g, s, k},
                          "G x S x k")) ||
@@ -667,16 +658,11 @@ LogicalResult ExpertChoiceOp::verify() {
   if (failed(verifyTensorLimits(getOperation())))
     return failure();
   Operation *op = getOperation();
-  // expert_choice-C1.
-  if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")) ||
-      failed(verifyRank(op, "router", getRouter(), 2, "D x E")))
+  // expert_choice-C1 (k = 1: every expert takes tokens).
+  if (failed(verifyRouterOperands(op, getX(), getRouter(), /*k=*/1)))
     return failure();
   int64_t g = dimOf(getX(), 0), s = dimOf(getX(), 1), d = dimOf(getX(), 2);
   int64_t e = dimOf(getRouter(), 1);
-  if (!dimsCompatible(dimOf(getRouter(), 0), d))
-    return emitOpError() << "'router' dim 0 (" << dimOf(getRouter(), 0)
-                         << ") must equal the model width D of 'x' (" << d
-                         << ")";
   // expert_choice-C2.
   if (failed(verifyShape(op, "gates", getGates(), {g, s, e}, "G x S x E")))
     return failure();
