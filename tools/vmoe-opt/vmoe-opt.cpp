@@ -7,9 +7,9 @@
 // mlir-opt with the vmoe dialect, passes and pipelines, plus every upstream
 // dialect, extension and pass, so that a whole lowering (vmoe -> linalg ->
 // LLVM, or -> gpu -> NVVM) runs in one tool. The out-of-line registerAll*()
-// functions keep this file cheap to compile. An input file is first checked
-// for nesting too deep for MLIR's recursive parser (vmoe/Support/
-// BoundedMlirText.h; standard input is not checked: it cannot be read twice).
+// functions keep this file cheap to compile. The input (file or standard
+// input) is first checked for nesting too deep for MLIR's recursive parser
+// (vmoe/Support/BoundedMlirText.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,9 +23,6 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/WithColor.h"
-
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
@@ -37,18 +34,8 @@ int main(int argc, char **argv) {
   mlir::vmoe::registerVMoEPasses();
   auto [inputFilename, outputFilename] = mlir::registerAndParseCLIOptions(
       argc, argv, "vmoe optimizer driver\n", registry);
-  if (inputFilename != "-") {
-    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
-        llvm::MemoryBuffer::getFile(inputFilename, /*IsText=*/true);
-    if (file) {
-      if (llvm::Error error = vmoe::checkMlirNesting((*file)->getBuffer())) {
-        llvm::WithColor::error(llvm::errs(), "vmoe-opt")
-            << inputFilename << ": " << llvm::toString(std::move(error))
-            << "\n";
-        return 1;
-      }
-    } // Otherwise MlirOptMain reports the unreadable file.
-  }
+  if (!vmoe::checkMlirToolInput("vmoe-opt", inputFilename))
+    return 1;
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, inputFilename, outputFilename, registry));
 }

@@ -9,6 +9,8 @@
 // tools check the text first: brackets ( [ { < (a '>' of '->' closes none),
 // outside strings and // comments, nest at most limits::kMaxMlirNesting
 // deep. The count is an upper bound of the parser's depth, not a parse.
+// checkMlirToolInput() applies it to a tool's input file or standard input
+// (read once, checked, then handed back to the driver as a memfd).
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +22,11 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/WithColor.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace vmoe {
 
@@ -52,6 +59,54 @@ checkMlirNesting(llvm::StringRef text,
     }
   }
   return llvm::Error::success();
+}
+
+/// Replaces standard input by a memory file holding `text`, so that the
+/// MLIR drivers read the bytes this process already consumed.
+inline llvm::Error restoreStdin(llvm::StringRef text) {
+  int fd = memfd_create("vmoe-stdin", 0);
+  if (fd < 0)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "cannot create a memory file for stdin");
+  for (size_t done = 0; done < text.size();) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) {
+      ::close(fd);
+      return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                     "cannot buffer stdin");
+    }
+    done += size_t(n);
+  }
+  bool ok = ::lseek(fd, 0, SEEK_SET) == 0 && ::dup2(fd, 0) == 0;
+  ::close(fd);
+  if (!ok)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "cannot restore stdin");
+  return llvm::Error::success();
+}
+
+/// Checks the nesting of a tool's input `inputFilename` ("-": standard
+/// input, which is then handed back). Prints one error line naming `tool`
+/// and returns false when the input must be refused; an unreadable file is
+/// left for the driver to report.
+inline bool checkMlirToolInput(llvm::StringRef tool,
+                               llvm::StringRef inputFilename) {
+  bool fromStdin = inputFilename == "-";
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> input =
+      fromStdin ? llvm::MemoryBuffer::getSTDIN()
+                : llvm::MemoryBuffer::getFile(inputFilename, /*IsText=*/true);
+  if (!input)
+    return true;
+  llvm::StringRef text = (*input)->getBuffer();
+  llvm::Error error = checkMlirNesting(text);
+  if (!error && fromStdin)
+    error = restoreStdin(text);
+  if (!error)
+    return true;
+  llvm::WithColor::error(llvm::errs(), tool)
+      << (fromStdin ? llvm::StringRef("<stdin>") : inputFilename) << ": "
+      << llvm::toString(std::move(error)) << "\n";
+  return false;
 }
 
 } // namespace vmoe
