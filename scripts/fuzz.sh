@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds and runs one libFuzzer target (docs/Fuzzing.md):
 #   scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
+#   scripts/fuzz.sh smoke SECONDS   every target from its seeds (CI)
 # TARGET: safetensors, png, manifest (the runtime's readers, LLVMSupport and
-# libpng only), description, mlir (link the vmoe libraries of build/: run
-# scripts/build.sh first). Objects go to build-fuzz/, the corpus grows in
+# libpng only), description, mlir, passes (link the vmoe libraries of build/:
+# run scripts/build.sh first). Objects go to build-fuzz/, the corpus grows in
 # build-fuzz/corpus/TARGET (seeded from examples/ and the tests), crashes
 # land in build-fuzz/crashes/. Compiled with clang-22
 # -fsanitize=fuzzer,address,undefined.
@@ -12,7 +13,22 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 target="${1:?usage: scripts/fuzz.sh TARGET SECONDS}"
 seconds="${2:?usage: scripts/fuzz.sh TARGET SECONDS}"
 shift 2
-out="$root/build-fuzz"
+targets=(safetensors png manifest description mlir passes)
+if [ "$target" = smoke ]; then
+  # Seeds only (a fresh corpus folder), a generous per-input timeout for a
+  # loaded CI machine; any crash, leak or timeout fails.
+  smoke="$root/build-fuzz/smoke"
+  mkdir -p "$smoke"
+  for t in "${targets[@]}"; do
+    log="$smoke/$t.log"
+    VMOE_FUZZ_OUT="$smoke" "$0" "$t" "$seconds" -timeout=60 >"$log" 2>&1 ||
+      { tail -n 30 "$log" >&2; echo "fuzz smoke: $t failed ($log)" >&2; exit 1; }
+    echo "fuzz smoke: $t, $seconds s, $(grep -ho "number_of_executed_units: [0-9]*" "$log" |
+      grep -o "[0-9]*") executions, no crash"
+  done
+  exit 0
+fi
+out="${VMOE_FUZZ_OUT:-$root/build-fuzz}"
 llvm=/usr/lib/llvm-22
 mkdir -p "$out/corpus/$target" "$out/crashes"
 flags=(-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined
@@ -21,7 +37,18 @@ flags=(-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined
 runtime=("$root"/lib/Runtime/Formats/{Manifest,PngImage,Safetensors}.cpp)
 runtime_libs=("$llvm/lib/libLLVMSupport.a" "$llvm/lib/libLLVMDemangle.a" -lpng
               -lpthread -lm)
-frontend_libs=(-L"$root/build/lib" -lVMoEFrontend -lVMoEUtils -lVMoEDialect
+# The vmoe libraries: those of the sanitizer build when it exists (compiled
+# with coverage counters, so the fuzzer is guided by the verifiers, the
+# front end and the passes), else those of build/ (only the harness and the
+# sources compiled here give coverage).
+vmoe_build="$root/build"
+instrumented=0
+if [ -f "$root/build-sanitize/lib/libVMoEInit.a" ]; then
+  vmoe_build="$root/build-sanitize"
+  instrumented=1
+fi
+# Every vmoe library (dialect, front end, passes, lowerings), in any order.
+frontend_libs=(-Wl,--start-group "$vmoe_build"/lib/libVMoE*.a -Wl,--end-group
                -L"$llvm/lib" -lMLIR -lLLVM -Wl,-rpath,"$llvm/lib")
 seed() { # seed DIR FILES...: copies seeds once
   local dir="$1"; shift
@@ -46,20 +73,28 @@ case "$target" in
     libs=("${runtime_libs[@]}")
     seed "$corpus" "$root"/fuzz/corpus/manifest/* ;;
   description)
-    sources=("$root/fuzz/DescriptionFuzzer.cpp"
-             "$root"/lib/Frontend/{ModelDescription,SizeLimits}.cpp)
+    sources=("$root/fuzz/DescriptionFuzzer.cpp")
+    [ "$instrumented" = 1 ] ||
+      sources+=("$root"/lib/Frontend/{ModelDescription,SizeLimits}.cpp)
     libs=("${frontend_libs[@]}")
     seed "$corpus" "$root"/examples/*/*.json "$root"/test/Tools/Inputs/*.json ;;
   mlir)
     sources=("$root/fuzz/MlirFuzzer.cpp")
     libs=("${frontend_libs[@]}")
     seed "$corpus" "$root"/examples/*.mlir "$root"/test/Dialect/VMoE/*.mlir ;;
-  *) echo "unknown target '$target' (safetensors, png, manifest, description, mlir)" >&2
+  passes)
+    sources=("$root/fuzz/PassesFuzzer.cpp")
+    libs=("${frontend_libs[@]}")
+    seed "$corpus" "$root"/examples/*.mlir \
+      "$root"/test/Dialect/VMoE/Transforms/*.mlir \
+      "$root"/test/Conversion/VMoEToSCF/*.mlir ;;
+  *) echo "unknown target '$target' (${targets[*]}, smoke)" >&2
      exit 2 ;;
 esac
 binary="$out/$target-fuzzer"
 extra=()
-[[ "$target" == description || "$target" == mlir ]] && extra=(-I"$root/build/include")
+[[ "$target" == description || "$target" == mlir || "$target" == passes ]] &&
+  extra=(-I"$vmoe_build/include")
 clang++-22 "${flags[@]}" "${extra[@]}" "${sources[@]}" "${libs[@]}" -o "$binary"
 dict=()
 [[ "$target" == safetensors || "$target" == manifest || "$target" == description ]] &&
