@@ -198,7 +198,10 @@ struct ExpertChoiceExpertsOpLowering
          op.getTokenIds().getType().getDimSize(2), xType.getDimSize(2)},
         b.getF32Type());
     SmallVector<Value> ySizes;
-    for (auto [i, size] : llvm::enumerate(ArrayRef<Value>{g, capacity, d}))
+    // A named array: an initializer list in the range would die before the
+    // loop (found by ASan, fuzz/PassesFuzzer.cpp).
+    Value sizes[] = {g, capacity, d};
+    for (auto [i, size] : llvm::enumerate(sizes))
       if (yType.isDynamicDim(i + 1))
         ySizes.push_back(size);
     in.y = memref::AllocOp::create(b, loc, yType, ySizes,
