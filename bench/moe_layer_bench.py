@@ -49,6 +49,7 @@ error line is printed in both cases.
 
 import argparse
 import ctypes
+import functools
 import json
 import os
 import platform
@@ -104,8 +105,11 @@ PACKED = ("vmoe fused",)
 PANEL_WIDTH = 16  # kWeightPanelWidth of the frontend
 TORCH_STYLES = ("torch tutel", "torch einsum", "torch loop")
 # Optional peers run by another Python with PyTorch 2.x (--peer-python,
-# scripts/bench_peers.sh): the tutel style eager and under torch.compile.
+# scripts/bench_peers.sh): the tutel style eager and under torch.compile;
+# and the layer in JAX under XLA:CPU (bench/jax_moe.py) where that Python
+# has jax.
 PEER_STYLES = ("torch2 tutel", "torch2 compile")
+JAX_STYLE = "jax xla"
 ROOFLINE = "sgemm roofline"
 IMPLEMENTATIONS = (*PIPELINES, *TORCH_STYLES, ROOFLINE)
 
@@ -513,6 +517,26 @@ def _torch_child(job, inputs):
     return out, times, peak, {}
 
 
+def _jax_child(job, inputs):
+    """Times the JAX layer (bench/jax_moe.py) under XLA:CPU. XLA sizes its
+    thread pool by the CPUs this process may run on, so the affinity mask
+    sets the thread count."""
+    cpus = sorted(os.sched_getaffinity(0))[:job["threads"]]
+    os.sched_setaffinity(0, cpus)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import jax
+    import jax_moe
+    print(f"{job['impl']}: jax {jax.__version__}", file=sys.stderr)
+    call = jax_moe.run_layer(inputs, job["size"]["k"], job["B"])
+    result = {}
+    baseline = _maxrss_mb()
+    times = _time_calls(lambda: result.update(out=call()), job["warmup"],
+                        job["repeats"],
+                        lambda: _check_output(job, result["out"]))
+    peak = _maxrss_mb() - baseline
+    return result["out"], times, peak, {}
+
+
 def _check_output(job, out):
     """Raises (the child fails) when `out` differs from the compiled
     layer's output (job["reference"], written by the `vmoe fused` row) by
@@ -537,7 +561,8 @@ def child_main(job_path):
         job = json.load(f)
     inputs = load_inputs(job["data_dir"])
     compiled = (*PIPELINES, BASELINE)
-    run = _compiled_child if job["impl"] in compiled else _torch_child
+    run = (_compiled_child if job["impl"] in compiled else
+           _jax_child if job["impl"] == JAX_STYLE else _torch_child)
     out, times, peak, extra = run(job, inputs)
     if out is not None:
         np.save(os.path.join(job["out_dir"], "out.npy"), out)
@@ -784,7 +809,8 @@ def _parse_args(argv):
                         default=os.environ.get("VMOE_PEER_PYTHON"),
                         help="a Python with PyTorch 2.x (scripts/"
                              "bench_peers.sh) for the torch2 rows: tutel "
-                             "style eager and under torch.compile "
+                             "style eager and under torch.compile, and the "
+                             "jax xla row where it has jax "
                              "(default: $VMOE_PEER_PYTHON; none: no rows)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -850,8 +876,8 @@ def bench_size(name, args, workdir):
                    "data_dir": data_dir, "warmup": args.warmup,
                    "repeats": args.repeats,
                    "library": libraries.get(impl),
-                   "python": args.peer_python if impl in PEER_STYLES
-                   else None,
+                   "python": args.peer_python
+                   if impl in (*PEER_STYLES, JAX_STYLE) else None,
                    "reference": None if impl in ("vmoe fused", ROOFLINE)
                    else reference,
                    "tolerance": row_tolerance(impl)}
@@ -886,10 +912,22 @@ def bench_size(name, args, workdir):
 BASELINE = "vmoe before"
 
 
+@functools.lru_cache(maxsize=None)
+def _python_has(python, module):
+    """Whether `python` can import `module`."""
+    try:
+        return subprocess.run([python, "-c", "import " + module],
+                              capture_output=True, timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 def implementations(args):
     """The rows of a table: the compiled layer first (the others check
     their output against it before they are timed)."""
     peers = PEER_STYLES if args.peer_python else ()
+    if args.peer_python and _python_has(args.peer_python, "jax"):
+        peers = (*peers, JAX_STYLE)
     before = (BASELINE,) if args.baseline_vmoe_opt else ()
     return (*PIPELINES, *before, *TORCH_STYLES, *peers, ROOFLINE)
 

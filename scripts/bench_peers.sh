@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Optional: a venv with PyTorch 2.x from PyPI for the torch2 peer rows of
-# bench/moe_layer_bench.py (tutel-style layer eager and under
-# torch.compile). Several GB; never needed by CI or the tests.
+# Optional: a venv with PyTorch 2.x from PyPI and JAX (XLA:CPU) for the
+# peer rows of bench/moe_layer_bench.py (tutel-style layer eager and under
+# torch.compile; bench/jax_moe.py jitted). Several GB; never needed by CI
+# or the tests.
 #   scripts/bench_peers.sh [DIR]          (default build/peers)
 # then: /usr/bin/python3 bench/moe_layer_bench.py --peer-python DIR/bin/python
 #   (or export VMOE_PEER_PYTHON=DIR/bin/python)
@@ -20,6 +21,7 @@ if ! "$dir/bin/pip" install -q --timeout 30 "torch>=2,<3" \
        "from PyPI (with its CUDA dependencies, several GB)" >&2
   "$dir/bin/pip" install -q "torch>=2,<3"
 fi
-"$dir/bin/pip" install -q numpy
+"$dir/bin/pip" install -q numpy "jax[cpu]"
 "$dir/bin/python" -c 'import torch; print("torch", torch.__version__)'
+"$dir/bin/python" -c 'import jax; print("jax", jax.__version__)'
 echo "export VMOE_PEER_PYTHON=$dir/bin/python"
