@@ -6,8 +6,8 @@
 //
 // The builder of `@vmoe_forward` (docs/ModelFormat.md §2), shared by the
 // files that emit one part of the network each: Layers.cpp (weights, linear
-// maps, LayerNorm, elementwise helpers), Embedding.cpp, Attention.cpp,
-// DenseMLP.cpp, MoELayer.cpp and Head.cpp; ModelBuilder.cpp strings the
+// maps, LayerNorm and RMSNorm, elementwise helpers), Embedding.cpp,
+// Attention.cpp, DenseMLP.cpp, MoELayer.cpp, SharedExperts.cpp and Head.cpp; ModelBuilder.cpp strings the
 // blocks together. Internal to lib/Frontend.
 //
 //===----------------------------------------------------------------------===//
@@ -60,6 +60,18 @@ public:
   /// choices; the other families: see their files).
   Value moe(Value x, const std::string &prefix, const MoESettings &layer,
             Value ratio, Value &stats);
+  /// MoELayer.cpp: a token choice layer (vanilla or BPR); `stats` as for
+  /// moe().
+  Value tokenChoice(Value x, const std::string &prefix,
+                    const MoESettings &layer, Value ratio, Value &stats);
+  /// SharedExperts.cpp: the experts `prefix`.* (moe.expert: MLP or
+  /// SwiGLU) applied to buffers [E, G, B, D].
+  Value experts(Value buffers, const std::string &prefix,
+                const MoESettings &layer);
+  /// SharedExperts.cpp: routed [M, D] plus the moe.shared_experts shared
+  /// experts `prefix`.shared.* of x [M, D], added in ascending order.
+  Value addSharedExperts(Value x, Value routed, const std::string &prefix,
+                         const MoESettings &layer);
   /// ExpertChoiceLayer.cpp: an expert choice layer; `stats` [E + 1] is the
   /// histogram of experts per token (entry j: tokens taken by j experts).
   Value expertChoice(Value x, const std::string &prefix,
@@ -87,6 +99,10 @@ public:
   Value add(Value lhs, Value rhs);
   /// LayerNorm over the last dim of x [M, D] with `prefix`.scale/.bias.
   Value layerNorm(Value x, const std::string &prefix);
+  /// RMSNorm over the last dim of x [M, D] with `prefix`.scale.
+  Value rmsNorm(Value x, const std::string &prefix);
+  /// The model's norm (`norm`: layerNorm or rmsNorm).
+  Value norm(Value x, const std::string &prefix);
   /// softmax(scores / sqrt(dh)) over the last dim (the keys).
   Value attentionWeights(Value scores, int64_t dh);
   /// fn(v) for every element of `input`.
@@ -103,6 +119,10 @@ private:
   /// MoELayer.cpp: [E + 1] i32 routing statistics of one layer; choices of
   /// masked tokens count in neither.
   Value routingStats(Value ids, Value slots, int64_t e);
+  /// Layers.cpp: v / sqrt(mean(v^2) + eps) per row of v [M, D].
+  Value divideByRms(Value v);
+  /// Layers.cpp: normed * `prefix`.scale (+ `prefix`.bias), per row.
+  Value scaleRows(Value normed, const std::string &prefix, bool withBias);
   /// Head.cpp: the class token, or the mean over tokens, [N*T, D] -> [N, D].
   Value pool(Value x);
   /// Head.cpp: multihead attention pooling (head "map"), [N*T, D] -> [N, D].

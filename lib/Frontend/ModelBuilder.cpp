@@ -61,16 +61,38 @@ static ::vmoe::CapacityRounding rounding(const MoESettings &moe) {
 
 /// The per-expert capacity of the MoE layer `layer` at ratio `ratio`
 /// (token choice: k*S*C/E; expert choice: S*C/E; a fixed `moe.capacity`
-/// ignores the ratio).
+/// and the dropless B = S ignore the ratio).
 int64_t mlir::vmoe::frontend::moeLayerCapacity(const ModelDescription &model,
                                                const MoESettings &layer,
                                                double ratio) {
-  if (model.moe.capacity)
-    return model.moe.capacity;
+  if (int64_t fixed = model.fixedCapacity())
+    return fixed;
   return ::vmoe::computeCapacity(layer.capacityChoices(),
                                  model.tokensPerGroup(), ratio,
                                  model.moe.numExperts, rounding(layer),
                                  layer.multipleOf);
+}
+
+/// SwiGLU and shared experts are built for one CPU process only: the CUDA
+/// lowering has no gated experts and expert parallelism shards w1..b2.
+static llvm::Error checkDecoderTargets(const ModelDescription &model,
+                                       const BuildOptions &options) {
+  if (!model.hasMoE ||
+      (model.moe.expert == "mlp" && model.moe.sharedExperts == 0))
+    return llvm::Error::success();
+  llvm::StringRef what = model.moe.expert == "swiglu"
+                             ? "moe.expert \"swiglu\""
+                             : "moe.shared_experts";
+  if (options.target != "cpu")
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "target: " + options.target +
+                                       " does not build " + what +
+                                       " (cpu only for now)");
+  if (options.expertParallel > 0)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "expert-parallel: " + what + " runs in one process only");
+  return llvm::Error::success();
 }
 
 llvm::Error
@@ -92,6 +114,8 @@ mlir::vmoe::frontend::validateBuildOptions(const ModelDescription &model,
                  ::vmoe::formatShortest(model.moe.capacityRatio));
   if (llvm::Error e = checkBuildSizes(model, options))
     return e;
+  if (llvm::Error e = checkDecoderTargets(model, options))
+    return e;
   if (options.expertParallel < 0)
     return error("expert-parallel: must be >= 1");
   if (options.expertParallel > 0) {
@@ -111,7 +135,7 @@ mlir::vmoe::frontend::validateBuildOptions(const ModelDescription &model,
                    " experts are not divisible by " +
                    llvm::Twine(options.expertParallel) + " ranks");
   }
-  if (model.moe.capacity)
+  if (model.fixedCapacity())
     return llvm::Error::success();
   for (int64_t block : model.moeBlocks()) {
     MoESettings layer = model.layerSettings(block);
@@ -150,8 +174,14 @@ std::string mlir::vmoe::frontend::buildManifest(const ModelDescription &model,
     if (soft)
       entry["slots_per_expert"] = model.layerSlotsPerExpert(layer);
     // A fixed capacity does not follow the runtime capacity ratio.
-    else if (model.moe.capacity)
-      entry["capacity"] = model.moe.capacity;
+    else if (model.fixedCapacity())
+      entry["capacity"] = model.fixedCapacity();
+    if (!soft && model.moe.dropless)
+      entry["dropless"] = true;
+    if (!soft && model.moe.expert != "mlp")
+      entry["expert"] = model.moe.expert;
+    if (model.moe.sharedExperts)
+      entry["shared_experts"] = model.moe.sharedExperts;
     layers.push_back(std::move(entry));
   }
   llvm::json::Array tensors;
@@ -234,8 +264,8 @@ std::pair<Value, Value> ForwardBuilder::forward(Value images, Value ratio,
   SmallVector<Value> statsRows;
   for (int64_t i = 0; i < model.depth; ++i) {
     std::string block = "blocks." + std::to_string(i);
-    x = add(x, attention(layerNorm(x, block + ".ln1"), block + ".attn"));
-    Value normed = layerNorm(x, block + ".ln2");
+    x = add(x, attention(norm(x, block + ".ln1"), block + ".attn"));
+    Value normed = norm(x, block + ".ln2");
     if (model.isMoEBlock(i)) {
       Value stats;
       x = add(x, moe(normed, block + ".moe", model.layerSettings(i), ratio,

@@ -9,7 +9,7 @@
 For any description (every field of docs/ModelFormat.md §1: non-square
 patches, map/gap/token heads, representation_size, final_norm, an expert
 width of its own, any MoE placement, token groups, a fixed capacity, no
-MoE at all): draws random weights with vmoe_ref.model (every tensor,
+MoE at all, RMSNorm, SwiGLU and shared experts, the dropless mode): draws random weights with vmoe_ref.model (every tensor,
 biases and LayerNorm scales included, so that each one matters) unless
 --weights gives them, writes random 8-bit PNG images, compiles the
 description with vmoe-compile, runs the executable (--print-logits
@@ -55,7 +55,8 @@ def randomize(net, seed):
                 value = noise * 3.0 / math.sqrt(param.shape[0])
             elif name.endswith(".scale"):
                 value = 1.0 + 0.1 * noise
-            elif name.endswith(("kernel", ".w1", ".w2")):
+            elif name.endswith(("kernel", ".w1", ".w2", ".w_gate", ".w_up",
+                                ".w_down")):
                 value = noise / math.sqrt(param.shape[-2])
             elif name in ("pos_embedding", "cls_token", "map.probe"):
                 value = 0.5 * noise
@@ -148,6 +149,7 @@ def check(args):
     if desc["image"]["channels"] not in (1, 3):
         raise CheckError("only 1- and 3-channel models take PNG images")
     fixed = ("moe" not in desc or "capacity" in desc["moe"]
+             or vmodel.is_dropless(desc["moe"])
              or desc["moe"]["routing"] == "soft")
     capacities = [None] if fixed else args.capacities
     batch = vmodel.images_per_group_unit(desc) * args.groups_per_batch

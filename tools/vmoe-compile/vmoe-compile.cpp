@@ -177,6 +177,11 @@ static llvm::Error applyOverrides(frontend::ModelDescription &model) {
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         "--capacity-ratio: the model has a fixed capacity (moe.capacity)");
+  if (capacityRatio.getNumOccurrences() && moe.dropless)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--capacity-ratio: the model is dropless (moe.capacity_ratio "
+        "\"none\")");
   if (llvm::Error e = positive(capacityRatio, moe.capacityRatio))
     return e;
   if (capacityRatio.getNumOccurrences())
