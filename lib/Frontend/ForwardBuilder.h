@@ -7,8 +7,8 @@
 // The builder of `@vmoe_forward` (docs/ModelFormat.md §2), shared by the
 // files that emit one part of the network each: Layers.cpp (weights, linear
 // maps, LayerNorm and RMSNorm, elementwise helpers), Embedding.cpp,
-// Attention.cpp, DenseMLP.cpp, MoELayer.cpp, SharedExperts.cpp and Head.cpp; ModelBuilder.cpp strings the
-// blocks together. Internal to lib/Frontend.
+// Attention.cpp, DenseMLP.cpp, MoELayer.cpp, SharedExperts.cpp and Head.cpp;
+// ModelBuilder.cpp strings the blocks together. Internal to lib/Frontend.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,16 +34,31 @@ int64_t moeLayerCapacity(const ModelDescription &model,
 /// The activation enum of a description string (validated by the parser).
 Activation parseActivation(llvm::StringRef name);
 
+/// TrainingGraph.cpp: splitmix64's finalizer (the noise generator's hash).
+uint64_t splitmix64(uint64_t x);
+
+/// The noise_std of training graphs (V-MoE's default).
+constexpr double kTrainingNoiseStd = 1.0;
+
+/// The results of the forward function.
+struct ForwardOutputs {
+  Value logits; ///< [N, classes]
+  Value stats;  ///< [L, E + 1] i32
+  /// Training graphs only: [L, 3], per MoE layer the means over the
+  /// batch's groups of the importance, load and GShard losses.
+  Value losses;
+};
+
 /// Emits the forward function of one model at tensor level.
 class ForwardBuilder {
 public:
   ForwardBuilder(OpBuilder &b, Location loc, const ModelDescription &model,
                  const BuildOptions &options, Value weights);
 
-  /// The whole network: images -> (logits [N, classes], stats [L, E + 1]).
-  /// `validImages` (i64): the images after the first validImages are
-  /// padding, masked out of routing.
-  std::pair<Value, Value> forward(Value images, Value ratio, Value validImages);
+  /// The whole network: images -> logits [N, classes], stats [L, E + 1]
+  /// and, in training graphs, the losses [L, 3]. `validImages` (i64): the
+  /// images after the first validImages are padding, masked out of routing.
+  ForwardOutputs forward(Value images, Value ratio, Value validImages);
 
   // Parts of the network (one file each).
 
@@ -72,6 +87,11 @@ public:
   /// experts `prefix`.shared.* of x [M, D], added in ascending order.
   Value addSharedExperts(Value x, Value routed, const std::string &prefix,
                          const MoESettings &layer);
+  /// TrainingGraph.cpp: the router noise [dims] of MoE block `block`.
+  Value trainingNoise(int64_t block, ArrayRef<int64_t> dims);
+  /// TrainingGraph.cpp: [3] means over the groups of tokens [G, S, D] of
+  /// the router_losses with `noise`.
+  Value groupMeanLosses(Value tokens, Value router, Value noise, int64_t k);
   /// ExpertChoiceLayer.cpp: an expert choice layer; `stats` [E + 1] is the
   /// histogram of experts per token (entry j: tokens taken by j experts).
   Value expertChoice(Value x, const std::string &prefix,
@@ -137,6 +157,10 @@ protected:
   /// Tokens (index) routed by every MoE layer: those of the valid images;
   /// the rest, padding at the end of the batch, is masked out.
   Value numValidTokens;
+  /// The block whose MoE layer is being built (the noise counter's block).
+  int64_t currentBlock = 0;
+  /// Training graphs: the [3] loss means of each MoE layer, block order.
+  SmallVector<Value> lossRows;
   Type f32;
   llvm::StringMap<WeightTensor> layout;
 };

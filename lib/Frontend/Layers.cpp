@@ -106,12 +106,11 @@ Value ForwardBuilder::add(Value lhs, Value rhs) {
 /// v / sqrt(mean(v^2) + eps) for every row of v [M, D] (mean over D).
 Value ForwardBuilder::divideByRms(Value v) {
   Value width = floatConst(b, loc, f32, static_cast<double>(shape(v).back()));
-  Value squares =
-      reduceLastDim(b, loc, v, 0.0,
-                    [](OpBuilder &b, Location loc, Value acc, Value x) {
-                      return Value(arith::AddFOp::create(
-                          b, loc, acc, arith::MulFOp::create(b, loc, x, x)));
-                    });
+  Value squares = reduceLastDim(
+      b, loc, v, 0.0, [](OpBuilder &b, Location loc, Value acc, Value x) {
+        return Value(arith::AddFOp::create(
+            b, loc, acc, arith::MulFOp::create(b, loc, x, x)));
+      });
   Value eps = floatConst(b, loc, f32, model.layerNormEpsilon);
   Value one = floatConst(b, loc, f32, 1.0);
   Value inverse = mapScalars(squares, [&](OpBuilder &b, Location loc, Value s) {
@@ -120,10 +119,10 @@ Value ForwardBuilder::divideByRms(Value v) {
         math::SqrtOp::create(b, loc, arith::AddFOp::create(b, loc, mean, eps));
     return Value(arith::DivFOp::create(b, loc, one, root));
   });
-  return mapWithRowValue(
-      b, loc, v, inverse, [](OpBuilder &b, Location loc, Value x, Value r) {
-        return Value(arith::MulFOp::create(b, loc, x, r));
-      });
+  return mapWithRowValue(b, loc, v, inverse,
+                         [](OpBuilder &b, Location loc, Value x, Value r) {
+                           return Value(arith::MulFOp::create(b, loc, x, r));
+                         });
 }
 
 /// normed * `prefix`.scale, plus `prefix`.bias when `withBias` (both [D],

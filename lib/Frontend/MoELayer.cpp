@@ -55,11 +55,22 @@ Value ForwardBuilder::tokenChoice(Value x, const std::string &prefix,
   Value tokens = tensor::ExpandShapeOp::create(
       b, loc, RankedTensorType::get({g, s, d}, f32), x,
       ArrayRef<ReassociationIndices>{{0, 1}, {2}});
-  auto route = RouteOp::create(
-      b, loc, tokens, weight(prefix + ".router.kernel"), k,
-      settings.order == "topk_softmax" ? RouteOrder::topk_softmax
-                                       : RouteOrder::softmax_topk,
-      settings.normalize);
+  Value router = weight(prefix + ".router.kernel");
+  // Training graphs: noisy gating, and the auxiliary losses of the same
+  // noisy logits.
+  Value noise;
+  if (options.training)
+    noise = trainingNoise(currentBlock, {g, s, e});
+  auto route = RouteOp::create(b, loc, tokens, router, k,
+                               settings.order == "topk_softmax"
+                                   ? RouteOrder::topk_softmax
+                                   : RouteOrder::softmax_topk,
+                               settings.normalize);
+  if (noise) {
+    route->insertOperands(2, noise);
+    route.setNoiseStdAttr(b.getF64FloatAttr(kTrainingNoiseStd));
+    lossRows.push_back(groupMeanLosses(tokens, router, noise, k));
+  }
   Value order;
   if (settings.routing == "bpr") {
     bool sum = settings.score == "sum_topk";

@@ -372,7 +372,8 @@ static Error parseCapacity(FieldReader &r, MoESettings &moe) {
     if (*ratio->getAsString() != "none")
       return fieldError("moe.capacity_ratio",
                         "must be a number > 0 or \"none\" (dropless), got "
-                        "\"" + *ratio->getAsString() + "\"");
+                        "\"" +
+                            *ratio->getAsString() + "\"");
     for (StringRef key : {"capacity_rule", "multiple_of"})
       if (r.get(key))
         return fieldError("moe." + key, "not used with moe.capacity_ratio "
@@ -580,8 +581,8 @@ mlir::vmoe::frontend::parseModelDescription(StringRef json) {
   if (Error e = r.readPositive("layer_norm_epsilon", model.layerNormEpsilon,
                                false))
     return std::move(e);
-  if (Error e = r.readString("norm", model.norm, false,
-                             {"layernorm", "rmsnorm"}))
+  if (Error e =
+          r.readString("norm", model.norm, false, {"layernorm", "rmsnorm"}))
     return std::move(e);
   if (Error e = r.readString("mlp_activation", model.mlpActivation, false,
                              kActivations))
@@ -621,8 +622,8 @@ static Error checkDecoderFields(const ModelDescription &model, int64_t block,
                                 const MoEOverride *entry) {
   if (layer.isTokenChoice())
     return Error::success();
-  std::string routing = layerField(model, block, "routing",
-                                   entry && entry->routing.has_value());
+  std::string routing =
+      layerField(model, block, "routing", entry && entry->routing.has_value());
   if (layer.expert == "swiglu")
     return fieldError(routing, llvm::formatv("\"{0}\" (block {1}) does not "
                                              "take moe.expert \"swiglu\" "

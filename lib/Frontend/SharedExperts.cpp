@@ -16,7 +16,6 @@
 
 #include "vmoe/Utils/TensorBuilders.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 
 using namespace mlir;
@@ -29,10 +28,9 @@ using utils::IteratorType;
 Value ForwardBuilder::experts(Value buffers, const std::string &prefix,
                               const MoESettings &settings) {
   if (settings.expert == "swiglu")
-    return ExpertSwiGLUOp::create(b, loc, buffers.getType(), buffers,
-                                  weight(prefix + ".w_gate"),
-                                  weight(prefix + ".w_up"),
-                                  weight(prefix + ".w_down"));
+    return ExpertSwiGLUOp::create(
+        b, loc, buffers.getType(), buffers, weight(prefix + ".w_gate"),
+        weight(prefix + ".w_up"), weight(prefix + ".w_down"));
   return ExpertFFNOp::create(
       b, loc, buffers.getType(), buffers, expertKernel(prefix + ".w1"),
       weight(prefix + ".b1"), expertKernel(prefix + ".w2"),
@@ -51,11 +49,10 @@ Value ForwardBuilder::addSharedExperts(Value x, Value routed,
   int64_t m = shape(x)[0], d = shape(x)[1];
   // Every shared expert's buffer holds all M tokens: [Es, 1, M, D].
   auto buffersType = RankedTensorType::get({es, 1, m, d}, f32);
-  Value init = emptyTensor(
-      b, loc,
-      {b.getIndexAttr(es), b.getIndexAttr(1), b.getIndexAttr(m),
-       b.getIndexAttr(d)},
-      f32);
+  Value init = emptyTensor(b, loc,
+                           {b.getIndexAttr(es), b.getIndexAttr(1),
+                            b.getIndexAttr(m), b.getIndexAttr(d)},
+                           f32);
   Value buffers =
       linalg::GenericOp::create(
           b, loc, buffersType, ValueRange{x}, ValueRange{init},
@@ -72,11 +69,6 @@ Value ForwardBuilder::addSharedExperts(Value x, Value routed,
              {b.getMultiDimIdentityMap(4), projectionMap(ctx, 4, {2, 3})},
              {IteratorType::reduction, IteratorType::reduction,
               IteratorType::parallel, IteratorType::parallel},
-             [](OpBuilder &b, Location loc, ValueRange args) {
-               linalg::YieldOp::create(
-                   b, loc,
-                   ValueRange{arith::AddFOp::create(b, loc, args[1],
-                                                    args[0])});
-             })
+             buildAccumulateBody)
       .getResult(0);
 }

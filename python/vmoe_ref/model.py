@@ -40,6 +40,11 @@ from torch import nn
 from vmoe import safetensors
 
 from . import decoder, expertchoice, ops, softmoe
+from . import losses as aux_losses
+from . import noise as router_noise
+
+# noise_std of training graphs (vmoe-compile --training; V-MoE's default).
+TRAINING_NOISE_STD = 1.0
 
 # ---------------------------------------------------------------------------
 # Model description (ModelFormat §1)
@@ -881,13 +886,16 @@ class MoE(nn.Module):
         _add_experts(self, moe.get("expert", "mlp"), E, dim, hidden)
 
     def forward(self, x, tokens_per_group, routing, score, capacity_ratio,
-                valid_images=None):
+                valid_images=None, training_seed=None):
         """x [N, T, D] -> (out [N, T, D], layer result dict).
 
         Tokens are grouped [G, S, D] image by image; router noise (and the
         auxiliary loss) only in training mode. With `valid_images`, the
         tokens of the images after the first valid_images are masked out of
-        routing (padding).
+        routing (padding). With `training_seed`, the training graph of
+        vmoe-compile --training: the router noise of noise.training_noise
+        for this block and the seed, and `losses` (losses.router_losses,
+        [G] each) in the result.
         """
         N, T, D = x.shape
         grouped = x.reshape(N * T // tokens_per_group, tokens_per_group, D)
@@ -903,6 +911,10 @@ class MoE(nn.Module):
         noise = None
         if self.training:
             noise = torch.randn(*grouped.shape[:2], cfg["num_experts"])
+        if training_seed is not None:
+            noise = router_noise.training_noise(
+                training_seed, self.block,
+                grouped.shape[:2] + (cfg["num_experts"],))
         # Dropless: B = S, every expert has room for every token.
         capacity = (tokens_per_group if is_dropless(cfg)
                     else cfg.get("capacity"))
@@ -919,7 +931,13 @@ class MoE(nn.Module):
             multiple_of=cfg.get("multiple_of", 1), activation=cfg["activation"],
             order=cfg["order"], normalize=cfg["normalize"], noise=noise,
             capacity=capacity, valid=valid,
-            w_up=self.w_up if swiglu else None)
+            w_up=self.w_up if swiglu else None,
+            **({} if training_seed is None
+               else {"noise_std": TRAINING_NOISE_STD}))
+        if training_seed is not None:
+            result["losses"] = aux_losses.router_losses(
+                grouped, self.router.kernel, cfg["k"], noise,
+                TRAINING_NOISE_STD)
         result["valid"] = valid
         result["routing"] = routing
         return result["out"].reshape(N, T, D), result
@@ -930,12 +948,14 @@ class ExpertChoiceMoE(MoE):
     plus E expert MLPs), expert choice routing."""
 
     def forward(self, x, tokens_per_group, routing, score, capacity_ratio,
-                valid_images=None):
+                valid_images=None, training_seed=None):
         """x [N, T, D] -> (out [N, T, D], expertchoice.expert_choice_layer's
         dict plus `routing` and `valid`). routing/score are unused; the
         tokens of the images after the first valid_images are never
-        taken."""
+        taken. No training graph (training_seed must be None)."""
         del routing, score
+        if training_seed is not None:
+            raise ValueError("training graphs have token choice layers only")
         N, T, D = x.shape
         grouped = x.reshape(N * T // tokens_per_group, tokens_per_group, D)
         valid = _valid_tokens(N, T, valid_images, grouped.shape[1])
@@ -971,12 +991,14 @@ class SoftMoE(nn.Module):
         self.b2 = nn.Parameter(torch.zeros(E, dim))
 
     def forward(self, x, tokens_per_group, routing, score, capacity_ratio,
-                valid_images=None):
+                valid_images=None, training_seed=None):
         """x [N, T, D] -> (out [N, T, D], softmoe.soft_moe's dict plus
         `routing` and `groups`). The MoE group size and capacity do not
         apply; the tokens of the images after the first valid_images are
-        masked out of the dispatch softmax."""
+        masked out of the dispatch softmax. No training graph."""
         del tokens_per_group, routing, score, capacity_ratio
+        if training_seed is not None:
+            raise ValueError("training graphs have token choice layers only")
         N, T, D = x.shape
         S = self.tokens_per_group
         valid = _valid_tokens(N, T, valid_images, S)
@@ -1007,6 +1029,7 @@ class Block(nn.Module):
                 self.moe = ExpertChoiceMoE(D, desc["moe"]["mlp_dim"], layer)
             else:
                 self.moe = MoE(D, desc["moe"]["mlp_dim"], layer)
+            self.moe.block = block  # the router noise's block index
             if layer.get("shared_experts", 0):
                 self.moe.shared = SharedExperts(D, desc["moe"]["mlp_dim"],
                                                 layer)
@@ -1090,7 +1113,7 @@ class VMoE(nn.Module):
             N, (H // ph) * (W // pw), C * ph * pw)
 
     def forward(self, images, routing=None, score=None, capacity_ratio=None,
-                valid_images=None):
+                valid_images=None, training_seed=None):
         """Normalized images [N, C, H, W] -> (logits [N, classes], layers).
 
         routing / score / capacity_ratio override the description's moe
@@ -1098,7 +1121,8 @@ class VMoE(nn.Module):
         groups (a multiple of images_per_group_unit). With valid_images,
         the images after the first valid_images are padding, masked out of
         routing. `layers` holds the result dict of each MoE layer (see
-        moe_forward), in block order.
+        moe_forward), in block order. `training_seed`: the training graph
+        of vmoe-compile --training --seed (noisy gating, losses).
         """
         T = tokens_per_image(self.desc)
         moe_args = {}
@@ -1116,7 +1140,8 @@ class VMoE(nn.Module):
                 "capacity_ratio": (moe.get("capacity_ratio")
                                    if capacity_ratio is None
                                    else capacity_ratio),
-                "valid_images": valid_images}
+                "valid_images": valid_images,
+                "training_seed": training_seed}
         x = self.embedding(self.patches(images))
         if self.desc["head"] == "token":
             cls = self.cls_token.expand(x.shape[0], 1, -1)
@@ -1215,7 +1240,8 @@ def layer_stats(layer, num_experts):
 
 
 def evaluate(model, images_uint8, mean=None, std=None, batch=None,
-             routing=None, score=None, capacity_ratio=None, padding="masked"):
+             routing=None, score=None, capacity_ratio=None, padding="masked",
+             training_seed=None):
     """Runs the model on uint8 images [N, C, H, W] in batches.
 
     batch (default: images_per_group_unit) must fill whole routing groups.
@@ -1230,6 +1256,10 @@ def evaluate(model, images_uint8, mean=None, std=None, batch=None,
     (masked tokens count in neither); for expert choice the histogram of
     experts per token (entry j: tokens taken by j experts); for Soft MoE the
     slots each expert processed, then 0).
+    With `training_seed` (the training graph of vmoe-compile --training
+    --seed), also returns the losses float64 [L, 3]: per MoE layer the
+    importance, load and GShard losses, each the mean over all routing
+    groups of all batches (padding images included).
     """
     if padding not in PADDINGS:
         raise ValueError(f"unknown padding {padding!r}")
@@ -1241,6 +1271,7 @@ def evaluate(model, images_uint8, mean=None, std=None, batch=None,
     images = np.asarray(images_uint8, dtype=np.uint8)
     n = images.shape[0]
     stats = np.zeros((len(model.moe_block_ids), E + 1), dtype=np.int64)
+    losses = np.zeros((len(model.moe_block_ids), 3))
     logits = []
     was_training = model.training
     model.eval()
@@ -1253,12 +1284,21 @@ def evaluate(model, images_uint8, mean=None, std=None, batch=None,
             out, layers = model(
                 x, routing=routing, score=score,
                 capacity_ratio=capacity_ratio,
-                valid_images=real if padding == "masked" else None)
+                valid_images=real if padding == "masked" else None,
+                training_seed=training_seed)
             logits.append(out[:real].numpy())
             for row, layer in zip(stats, layers):
                 row += layer_stats(layer, E)
+            if training_seed is not None:
+                for row, layer in zip(losses, layers):
+                    row += [float(layer["losses"][key].double().mean())
+                            for key in ("importance", "load", "gshard")]
     model.train(was_training)
+    batches = -(-n // batch)
+    extra = (() if training_seed is None
+             else (losses / max(batches, 1),))
     if not logits:
         return (np.zeros((0, desc["classes"]), np.float32),
-                stats.astype(np.int32))
-    return np.concatenate(logits).astype(np.float32), stats.astype(np.int32)
+                stats.astype(np.int32)) + extra
+    return (np.concatenate(logits).astype(np.float32),
+            stats.astype(np.int32)) + extra
