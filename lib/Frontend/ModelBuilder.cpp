@@ -30,6 +30,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
@@ -108,6 +109,13 @@ static llvm::Error checkTrainingGraph(const ModelDescription &model,
   if (options.target != "cpu" || options.expertParallel > 0)
     return error("training: training graphs build for the cpu target in one "
                  "process only");
+  // The generator's counter holds 2i + 1 for sample i below 2^40.
+  std::optional<int64_t> samples =
+      llvm::checkedMul(batchImages(model, options) * model.tokensPerImage(),
+                       model.moe.numExperts);
+  if (!samples || *samples >= (int64_t(1) << 39))
+    return error("training: the router noise of a batch has more than 2^39 "
+                 "samples (the noise generator's counter)");
   for (int64_t block : model.moeBlocks()) {
     MoESettings layer = model.layerSettings(block);
     if (!layer.isTokenChoice())
