@@ -6,9 +6,9 @@
 //
 // The builder of `@vmoe_forward` (docs/ModelFormat.md §2), shared by the
 // files that emit one part of the network each: Layers.cpp (weights, linear
-// maps, LayerNorm, elementwise helpers), Embedding.cpp, Attention.cpp,
-// DenseMLP.cpp, MoELayer.cpp and Head.cpp; ModelBuilder.cpp strings the
-// blocks together. Internal to lib/Frontend.
+// maps, LayerNorm and RMSNorm, elementwise helpers), Embedding.cpp,
+// Attention.cpp, DenseMLP.cpp, MoELayer.cpp, SharedExperts.cpp and Head.cpp;
+// ModelBuilder.cpp strings the blocks together. Internal to lib/Frontend.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,16 +34,31 @@ int64_t moeLayerCapacity(const ModelDescription &model,
 /// The activation enum of a description string (validated by the parser).
 Activation parseActivation(llvm::StringRef name);
 
+/// TrainingGraph.cpp: splitmix64's finalizer (the noise generator's hash).
+uint64_t splitmix64(uint64_t x);
+
+/// The noise_std of training graphs (V-MoE's default).
+constexpr double kTrainingNoiseStd = 1.0;
+
+/// The results of the forward function.
+struct ForwardOutputs {
+  Value logits; ///< [N, classes]
+  Value stats;  ///< [L, E + 1] i32
+  /// Training graphs only: [L, 3], per MoE layer the means over the
+  /// batch's groups of the importance, load and GShard losses.
+  Value losses;
+};
+
 /// Emits the forward function of one model at tensor level.
 class ForwardBuilder {
 public:
   ForwardBuilder(OpBuilder &b, Location loc, const ModelDescription &model,
                  const BuildOptions &options, Value weights);
 
-  /// The whole network: images -> (logits [N, classes], stats [L, E + 1]).
-  /// `validImages` (i64): the images after the first validImages are
-  /// padding, masked out of routing.
-  std::pair<Value, Value> forward(Value images, Value ratio, Value validImages);
+  /// The whole network: images -> logits [N, classes], stats [L, E + 1]
+  /// and, in training graphs, the losses [L, 3]. `validImages` (i64): the
+  /// images after the first validImages are padding, masked out of routing.
+  ForwardOutputs forward(Value images, Value ratio, Value validImages);
 
   // Parts of the network (one file each).
 
@@ -60,6 +75,23 @@ public:
   /// choices; the other families: see their files).
   Value moe(Value x, const std::string &prefix, const MoESettings &layer,
             Value ratio, Value &stats);
+  /// MoELayer.cpp: a token choice layer (vanilla or BPR); `stats` as for
+  /// moe().
+  Value tokenChoice(Value x, const std::string &prefix,
+                    const MoESettings &layer, Value ratio, Value &stats);
+  /// SharedExperts.cpp: the experts `prefix`.* (moe.expert: MLP or
+  /// SwiGLU) applied to buffers [E, G, B, D].
+  Value experts(Value buffers, const std::string &prefix,
+                const MoESettings &layer);
+  /// SharedExperts.cpp: routed [M, D] plus the moe.shared_experts shared
+  /// experts `prefix`.shared.* of x [M, D], added in ascending order.
+  Value addSharedExperts(Value x, Value routed, const std::string &prefix,
+                         const MoESettings &layer);
+  /// TrainingGraph.cpp: the router noise [dims] of MoE block `block`.
+  Value trainingNoise(int64_t block, ArrayRef<int64_t> dims);
+  /// TrainingGraph.cpp: [3] means over the groups of tokens [G, S, D] of
+  /// the router_losses with `noise`.
+  Value groupMeanLosses(Value tokens, Value router, Value noise, int64_t k);
   /// ExpertChoiceLayer.cpp: an expert choice layer; `stats` [E + 1] is the
   /// histogram of experts per token (entry j: tokens taken by j experts).
   Value expertChoice(Value x, const std::string &prefix,
@@ -87,6 +119,10 @@ public:
   Value add(Value lhs, Value rhs);
   /// LayerNorm over the last dim of x [M, D] with `prefix`.scale/.bias.
   Value layerNorm(Value x, const std::string &prefix);
+  /// RMSNorm over the last dim of x [M, D] with `prefix`.scale.
+  Value rmsNorm(Value x, const std::string &prefix);
+  /// The model's norm (`norm`: layerNorm or rmsNorm).
+  Value norm(Value x, const std::string &prefix);
   /// softmax(scores / sqrt(dh)) over the last dim (the keys).
   Value attentionWeights(Value scores, int64_t dh);
   /// fn(v) for every element of `input`.
@@ -103,6 +139,10 @@ private:
   /// MoELayer.cpp: [E + 1] i32 routing statistics of one layer; choices of
   /// masked tokens count in neither.
   Value routingStats(Value ids, Value slots, int64_t e);
+  /// Layers.cpp: v / sqrt(mean(v^2) + eps) per row of v [M, D].
+  Value divideByRms(Value v);
+  /// Layers.cpp: normed * `prefix`.scale (+ `prefix`.bias), per row.
+  Value scaleRows(Value normed, const std::string &prefix, bool withBias);
   /// Head.cpp: the class token, or the mean over tokens, [N*T, D] -> [N, D].
   Value pool(Value x);
   /// Head.cpp: multihead attention pooling (head "map"), [N*T, D] -> [N, D].
@@ -117,6 +157,10 @@ protected:
   /// Tokens (index) routed by every MoE layer: those of the valid images;
   /// the rest, padding at the end of the batch, is masked out.
   Value numValidTokens;
+  /// The block whose MoE layer is being built (the noise counter's block).
+  int64_t currentBlock = 0;
+  /// Training graphs: the [3] loss means of each MoE layer, block order.
+  SmallVector<Value> lossRows;
   Type f32;
   llvm::StringMap<WeightTensor> layout;
 };

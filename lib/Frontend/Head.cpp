@@ -116,7 +116,7 @@ Value ForwardBuilder::mapPool(Value x) {
       linear(tensor::CollapseShapeOp::create(
                  b, loc, context, ArrayRef<ReassociationIndices>{{0}, {1, 2}}),
              "map.attn.out");
-  return add(pooled, mlp(layerNorm(pooled, "map.ln"), "map.mlp"));
+  return add(pooled, mlp(norm(pooled, "map.ln"), "map.mlp"));
 }
 
 /// final_ln, pooling, pre-logits and the classifier: x [N*T, D] -> logits
@@ -124,10 +124,10 @@ Value ForwardBuilder::mapPool(Value x) {
 Value ForwardBuilder::head(Value x) {
   bool normPooled = model.finalNorm == "pooled";
   if (!normPooled)
-    x = layerNorm(x, "final_ln");
+    x = norm(x, "final_ln");
   Value pooled = model.head == "map" ? mapPool(x) : pool(x);
   if (normPooled)
-    pooled = layerNorm(pooled, "final_ln");
+    pooled = norm(pooled, "final_ln");
   if (model.representationSize)
     pooled = mapScalars(linear(pooled, "pre_logits"),
                         [](OpBuilder &b, Location loc, Value v) {

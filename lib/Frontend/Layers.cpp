@@ -103,7 +103,53 @@ Value ForwardBuilder::add(Value lhs, Value rhs) {
       .getResult(0);
 }
 
-/// LayerNorm over the last dim of x [M, D] with `prefix`.scale/.bias.
+/// v / sqrt(mean(v^2) + eps) for every row of v [M, D] (mean over D).
+Value ForwardBuilder::divideByRms(Value v) {
+  Value width = floatConst(b, loc, f32, static_cast<double>(shape(v).back()));
+  Value squares = reduceLastDim(
+      b, loc, v, 0.0, [](OpBuilder &b, Location loc, Value acc, Value x) {
+        return Value(arith::AddFOp::create(
+            b, loc, acc, arith::MulFOp::create(b, loc, x, x)));
+      });
+  Value eps = floatConst(b, loc, f32, model.layerNormEpsilon);
+  Value one = floatConst(b, loc, f32, 1.0);
+  Value inverse = mapScalars(squares, [&](OpBuilder &b, Location loc, Value s) {
+    Value mean = arith::DivFOp::create(b, loc, s, width);
+    Value root =
+        math::SqrtOp::create(b, loc, arith::AddFOp::create(b, loc, mean, eps));
+    return Value(arith::DivFOp::create(b, loc, one, root));
+  });
+  return mapWithRowValue(b, loc, v, inverse,
+                         [](OpBuilder &b, Location loc, Value x, Value r) {
+                           return Value(arith::MulFOp::create(b, loc, x, r));
+                         });
+}
+
+/// normed * `prefix`.scale, plus `prefix`.bias when `withBias` (both [D],
+/// broadcast over the rows).
+Value ForwardBuilder::scaleRows(Value normed, const std::string &prefix,
+                                bool withBias) {
+  SmallVector<Value> params = {weight(prefix + ".scale")};
+  if (withBias)
+    params.push_back(weight(prefix + ".bias"));
+  unsigned rank = shape(normed).size();
+  AffineMap last = projectionMap(b.getContext(), rank, {rank - 1});
+  SmallVector<AffineMap> maps(params.size(), last);
+  maps.push_back(b.getMultiDimIdentityMap(rank));
+  return linalg::GenericOp::create(
+             b, loc, normed.getType(), params, ValueRange{normed}, maps,
+             SmallVector<IteratorType>(rank, IteratorType::parallel),
+             [&](OpBuilder &b, Location loc, ValueRange args) {
+               Value out = arith::MulFOp::create(b, loc, args.back(), args[0]);
+               if (withBias)
+                 out = arith::AddFOp::create(b, loc, out, args[1]);
+               linalg::YieldOp::create(b, loc, ValueRange{out});
+             })
+      .getResult(0);
+}
+
+/// LayerNorm over the last dim of x [M, D] with `prefix`.scale/.bias:
+/// (x - mean) / sqrt(var + eps) * scale + bias, population variance.
 Value ForwardBuilder::layerNorm(Value x, const std::string &prefix) {
   double d = static_cast<double>(shape(x).back());
   auto addFn = [](OpBuilder &b, Location loc, Value acc, Value v) {
@@ -118,43 +164,21 @@ Value ForwardBuilder::layerNorm(Value x, const std::string &prefix) {
       b, loc, x, mean, [](OpBuilder &b, Location loc, Value v, Value m) {
         return Value(arith::SubFOp::create(b, loc, v, m));
       });
-  Value squares =
-      reduceLastDim(b, loc, centered, 0.0,
-                    [](OpBuilder &b, Location loc, Value acc, Value v) {
-                      return Value(arith::AddFOp::create(
-                          b, loc, acc, arith::MulFOp::create(b, loc, v, v)));
-                    });
-  Value eps = floatConst(b, loc, f32, model.layerNormEpsilon);
-  Value one = floatConst(b, loc, f32, 1.0);
-  Value rstd = mapScalars(squares, [&](OpBuilder &b, Location loc, Value s) {
-    Value var = arith::DivFOp::create(b, loc, s, width);
-    Value root =
-        math::SqrtOp::create(b, loc, arith::AddFOp::create(b, loc, var, eps));
-    return Value(arith::DivFOp::create(b, loc, one, root));
-  });
-  Value normed = mapWithRowValue(
-      b, loc, centered, rstd, [](OpBuilder &b, Location loc, Value v, Value r) {
-        return Value(arith::MulFOp::create(b, loc, v, r));
-      });
-  Value scale = weight(prefix + ".scale");
-  Value bias = weight(prefix + ".bias");
-  unsigned rank = shape(x).size();
-  AffineMap id = b.getMultiDimIdentityMap(rank);
-  AffineMap last = projectionMap(b.getContext(), rank, {rank - 1});
-  return linalg::GenericOp::create(
-             b, loc, normed.getType(), ValueRange{scale, bias},
-             ValueRange{normed}, {last, last, id},
-             SmallVector<IteratorType>(rank, IteratorType::parallel),
-             [](OpBuilder &b, Location loc, ValueRange args) {
-               Value scaled = arith::MulFOp::create(b, loc, args[2], args[0]);
-               linalg::YieldOp::create(
-                   b, loc,
-                   ValueRange{arith::AddFOp::create(b, loc, scaled, args[1])});
-             })
-      .getResult(0);
+  return scaleRows(divideByRms(centered), prefix, /*withBias=*/true);
 }
 
-/// fn(v) for every element of `input`.
+/// RMSNorm over the last dim of x [M, D] with `prefix`.scale:
+/// x / sqrt(mean(x^2) + eps) * scale.
+Value ForwardBuilder::rmsNorm(Value x, const std::string &prefix) {
+  return scaleRows(divideByRms(x), prefix, /*withBias=*/false);
+}
+
+/// The model's norm layer (`norm`: LayerNorm or RMSNorm) of x [M, D].
+Value ForwardBuilder::norm(Value x, const std::string &prefix) {
+  return model.norm == "rmsnorm" ? rmsNorm(x, prefix) : layerNorm(x, prefix);
+}
+
+/// softmax(scores / sqrt(dh)) over the last dim (the keys).
 Value ForwardBuilder::attentionWeights(Value scores, int64_t dh) {
   Value root = floatConst(b, loc, f32, std::sqrt(static_cast<double>(dh)));
   scores = mapScalars(scores, [&](OpBuilder &b, Location loc, Value s) {
@@ -163,6 +187,7 @@ Value ForwardBuilder::attentionWeights(Value scores, int64_t dh) {
   return buildSoftmaxLastDim(b, loc, scores);
 }
 
+/// fn(v) for every element of `input`.
 Value ForwardBuilder::mapScalars(
     Value input, function_ref<Value(OpBuilder &, Location, Value)> fn) {
   unsigned rank = shape(input).size();

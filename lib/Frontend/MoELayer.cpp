@@ -5,8 +5,9 @@
 //===----------------------------------------------------------------------===//
 //
 // A token choice MoE layer as the vmoe op chain route -> bpr_sort (BPR) ->
-// capacity (runtime C) -> dispatch -> expert_ffn -> combine, plus its
-// routing statistics; the other families are built by their own files.
+// capacity (runtime C) -> dispatch -> expert_ffn or expert_swiglu ->
+// combine, plus its routing statistics; the other families are built by
+// their own files, the shared experts by SharedExperts.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,16 +25,29 @@ using namespace mlir::vmoe::frontend;
 
 using utils::IteratorType;
 
-/// The MoE layer of x [M, D] at runtime ratio `ratio`; for token choice,
-/// `stats` [E + 1] receives the kept choices per expert and the dropped
-/// choices.
+/// The MoE layer of x [M, D] at runtime ratio `ratio`, plus its shared
+/// experts; for token choice, `stats` [E + 1] receives the kept choices per
+/// expert and the dropped choices.
 Value ForwardBuilder::moe(Value x, const std::string &prefix,
                           const MoESettings &settings, Value ratio,
                           Value &stats) {
+  Value routed;
   if (settings.routing == "expert_choice")
-    return expertChoice(x, prefix, settings, ratio, stats);
-  if (settings.routing == "soft")
-    return softMoE(x, prefix, settings, stats);
+    routed = expertChoice(x, prefix, settings, ratio, stats);
+  else if (settings.routing == "soft")
+    routed = softMoE(x, prefix, settings, stats);
+  else
+    routed = tokenChoice(x, prefix, settings, ratio, stats);
+  if (settings.sharedExperts == 0)
+    return routed;
+  return addSharedExperts(x, routed, prefix, settings);
+}
+
+/// A token choice layer: route, BPR order, capacity, dispatch, the experts
+/// (MLP or SwiGLU), combine.
+Value ForwardBuilder::tokenChoice(Value x, const std::string &prefix,
+                                  const MoESettings &settings, Value ratio,
+                                  Value &stats) {
   int64_t m = shape(x)[0], d = model.modelWidth;
   int64_t s = model.tokensPerGroup(), g = m / s;
   int64_t e = settings.numExperts, k = settings.k;
@@ -41,11 +55,22 @@ Value ForwardBuilder::moe(Value x, const std::string &prefix,
   Value tokens = tensor::ExpandShapeOp::create(
       b, loc, RankedTensorType::get({g, s, d}, f32), x,
       ArrayRef<ReassociationIndices>{{0, 1}, {2}});
-  auto route = RouteOp::create(
-      b, loc, tokens, weight(prefix + ".router.kernel"), k,
-      settings.order == "topk_softmax" ? RouteOrder::topk_softmax
-                                       : RouteOrder::softmax_topk,
-      settings.normalize);
+  Value router = weight(prefix + ".router.kernel");
+  // Training graphs: noisy gating, and the auxiliary losses of the same
+  // noisy logits.
+  Value noise;
+  if (options.training)
+    noise = trainingNoise(currentBlock, {g, s, e});
+  auto route = RouteOp::create(b, loc, tokens, router, k,
+                               settings.order == "topk_softmax"
+                                   ? RouteOrder::topk_softmax
+                                   : RouteOrder::softmax_topk,
+                               settings.normalize);
+  if (noise) {
+    route->insertOperands(2, noise);
+    route.setNoiseStdAttr(b.getF64FloatAttr(kTrainingNoiseStd));
+    lossRows.push_back(groupMeanLosses(tokens, router, noise, k));
+  }
   Value order;
   if (settings.routing == "bpr") {
     bool sum = settings.score == "sum_topk";
@@ -59,9 +84,9 @@ Value ForwardBuilder::moe(Value x, const std::string &prefix,
   int64_t maxCapacity =
       moeLayerCapacity(model, settings, maxCapacityRatio(model, options));
   // The runtime capacity ratio sets B up to the compiled maximum, unless the
-  // description fixes B (moe.capacity).
+  // description fixes B (moe.capacity, or B = S when dropless).
   Value capacity;
-  if (!settings.capacity)
+  if (!model.fixedCapacity())
     capacity = CapacityOp::create(
         b, loc, b.getIndexType(), ratio, static_cast<uint64_t>(k),
         static_cast<uint64_t>(e), static_cast<uint64_t>(s),
@@ -77,11 +102,7 @@ Value ForwardBuilder::moe(Value x, const std::string &prefix,
       CapacityRuleAttr::get(ctx, rule),
       b.getI64IntegerAttr(settings.multipleOf),
       b.getI64IntegerAttr(maxCapacity));
-  Value y = ExpertFFNOp::create(
-      b, loc, dispatch.getBuffers().getType(), dispatch.getBuffers(),
-      expertKernel(prefix + ".w1"), weight(prefix + ".b1"),
-      expertKernel(prefix + ".w2"), weight(prefix + ".b2"),
-      ActivationAttr::get(ctx, parseActivation(settings.activation)));
+  Value y = experts(dispatch.getBuffers(), prefix, settings);
   Value out =
       CombineOp::create(b, loc, tokens.getType(), y, route.getExpertIds(),
                         dispatch.getSlots(), route.getWeights());

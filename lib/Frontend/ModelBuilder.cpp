@@ -30,6 +30,7 @@
 #include "mlir/IR/DialectRegistry.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
@@ -61,16 +62,69 @@ static ::vmoe::CapacityRounding rounding(const MoESettings &moe) {
 
 /// The per-expert capacity of the MoE layer `layer` at ratio `ratio`
 /// (token choice: k*S*C/E; expert choice: S*C/E; a fixed `moe.capacity`
-/// ignores the ratio).
+/// and the dropless B = S ignore the ratio).
 int64_t mlir::vmoe::frontend::moeLayerCapacity(const ModelDescription &model,
                                                const MoESettings &layer,
                                                double ratio) {
-  if (model.moe.capacity)
-    return model.moe.capacity;
+  if (int64_t fixed = model.fixedCapacity())
+    return fixed;
   return ::vmoe::computeCapacity(layer.capacityChoices(),
                                  model.tokensPerGroup(), ratio,
                                  model.moe.numExperts, rounding(layer),
                                  layer.multipleOf);
+}
+
+/// SwiGLU and shared experts are built for one CPU process only: the CUDA
+/// lowering has no gated experts and expert parallelism shards w1..b2.
+static llvm::Error checkDecoderTargets(const ModelDescription &model,
+                                       const BuildOptions &options) {
+  if (!model.hasMoE ||
+      (model.moe.expert == "mlp" && model.moe.sharedExperts == 0))
+    return llvm::Error::success();
+  llvm::StringRef what = model.moe.expert == "swiglu" ? "moe.expert \"swiglu\""
+                                                      : "moe.shared_experts";
+  if (options.target != "cpu")
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "target: " + options.target +
+                                       " does not build " + what +
+                                       " (cpu only for now)");
+  if (options.expertParallel > 0)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "expert-parallel: " + what +
+                                       " runs in one process only");
+  return llvm::Error::success();
+}
+
+/// Training graphs: token choice layers only (the noise and the losses are
+/// those of vmoe.route), on the CPU in one process.
+static llvm::Error checkTrainingGraph(const ModelDescription &model,
+                                      const BuildOptions &options) {
+  auto error = [](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  if (!options.training)
+    return llvm::Error::success();
+  if (model.moeBlocks().empty())
+    return error("training: the model has no MoE layer");
+  if (options.target != "cpu" || options.expertParallel > 0)
+    return error("training: training graphs build for the cpu target in one "
+                 "process only");
+  // The generator's counter holds 2i + 1 for sample i below 2^40.
+  std::optional<int64_t> samples =
+      llvm::checkedMul(batchImages(model, options) * model.tokensPerImage(),
+                       model.moe.numExperts);
+  if (!samples || *samples >= (int64_t(1) << 39))
+    return error("training: the router noise of a batch has more than 2^39 "
+                 "samples (the noise generator's counter)");
+  for (int64_t block : model.moeBlocks()) {
+    MoESettings layer = model.layerSettings(block);
+    if (!layer.isTokenChoice())
+      return error("training: MoE block " + llvm::Twine(block) + " uses " +
+                   layer.routing +
+                   " routing; training graphs (noisy gating, auxiliary "
+                   "losses) support token choice layers (vanilla, bpr) only");
+  }
+  return llvm::Error::success();
 }
 
 llvm::Error
@@ -92,6 +146,10 @@ mlir::vmoe::frontend::validateBuildOptions(const ModelDescription &model,
                  ::vmoe::formatShortest(model.moe.capacityRatio));
   if (llvm::Error e = checkBuildSizes(model, options))
     return e;
+  if (llvm::Error e = checkDecoderTargets(model, options))
+    return e;
+  if (llvm::Error e = checkTrainingGraph(model, options))
+    return e;
   if (options.expertParallel < 0)
     return error("expert-parallel: must be >= 1");
   if (options.expertParallel > 0) {
@@ -111,7 +169,7 @@ mlir::vmoe::frontend::validateBuildOptions(const ModelDescription &model,
                    " experts are not divisible by " +
                    llvm::Twine(options.expertParallel) + " ranks");
   }
-  if (model.moe.capacity)
+  if (model.fixedCapacity())
     return llvm::Error::success();
   for (int64_t block : model.moeBlocks()) {
     MoESettings layer = model.layerSettings(block);
@@ -150,8 +208,14 @@ std::string mlir::vmoe::frontend::buildManifest(const ModelDescription &model,
     if (soft)
       entry["slots_per_expert"] = model.layerSlotsPerExpert(layer);
     // A fixed capacity does not follow the runtime capacity ratio.
-    else if (model.moe.capacity)
-      entry["capacity"] = model.moe.capacity;
+    else if (model.fixedCapacity())
+      entry["capacity"] = model.fixedCapacity();
+    if (!soft && model.moe.dropless)
+      entry["dropless"] = true;
+    if (!soft && model.moe.expert != "mlp")
+      entry["expert"] = model.moe.expert;
+    if (model.moe.sharedExperts)
+      entry["shared_experts"] = model.moe.sharedExperts;
     layers.push_back(std::move(entry));
   }
   llvm::json::Array tensors;
@@ -192,6 +256,7 @@ std::string mlir::vmoe::frontend::buildManifest(const ModelDescription &model,
       {"moe_layers", std::move(layers)},
       {"weights_size", weightsSize(layout)},
       {"expert_parallel", options.expertParallel},
+      {"training", options.training},
       {"tensors", std::move(tensors)}};
   std::string text;
   llvm::raw_string_ostream os(text);
@@ -223,9 +288,10 @@ ForwardBuilder::ForwardBuilder(OpBuilder &b, Location loc,
     layout[tensor.name] = tensor;
 }
 
-/// The whole network: images -> (logits [N, classes], stats [L, E + 1]).
-std::pair<Value, Value> ForwardBuilder::forward(Value images, Value ratio,
-                                                Value validImages) {
+/// The whole network: images -> logits [N, classes], stats [L, E + 1] and,
+/// in training graphs, losses [L, 3].
+ForwardOutputs ForwardBuilder::forward(Value images, Value ratio,
+                                       Value validImages) {
   numValidTokens = arith::MulIOp::create(
       b, loc, arith::IndexCastOp::create(b, loc, b.getIndexType(), validImages),
       indexConst(b, loc, model.tokensPerImage()));
@@ -234,9 +300,10 @@ std::pair<Value, Value> ForwardBuilder::forward(Value images, Value ratio,
   SmallVector<Value> statsRows;
   for (int64_t i = 0; i < model.depth; ++i) {
     std::string block = "blocks." + std::to_string(i);
-    x = add(x, attention(layerNorm(x, block + ".ln1"), block + ".attn"));
-    Value normed = layerNorm(x, block + ".ln2");
+    x = add(x, attention(norm(x, block + ".ln1"), block + ".attn"));
+    Value normed = norm(x, block + ".ln2");
     if (model.isMoEBlock(i)) {
+      currentBlock = i;
       Value stats;
       x = add(x, moe(normed, block + ".moe", model.layerSettings(i), ratio,
                      stats));
@@ -257,7 +324,17 @@ std::pair<Value, Value> ForwardBuilder::forward(Value images, Value ratio,
         ArrayRef<OpFoldResult>{b.getIndexAttr(l), b.getIndexAttr(0)},
         ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(e + 1)},
         unitStrides(b, 2));
-  return {logits, stats};
+  if (!options.training)
+    return {logits, stats, Value()};
+  Value losses =
+      emptyTensor(b, loc, {b.getIndexAttr(layers), b.getIndexAttr(3)}, f32);
+  for (auto [l, row] : llvm::enumerate(lossRows))
+    losses = tensor::InsertSliceOp::create(
+        b, loc, row, losses,
+        ArrayRef<OpFoldResult>{b.getIndexAttr(l), b.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(3)},
+        unitStrides(b, 2));
+  return {logits, stats, losses};
 }
 
 /// `llvm.func @vmoe_model_manifest() -> !llvm.ptr` returning the manifest.
@@ -303,16 +380,19 @@ mlir::vmoe::frontend::buildModelModule(MLIRContext &context,
   auto logitsType = MemRefType::get({n, model.classes}, f32);
   auto statsType =
       MemRefType::get({layers, model.moe.numExperts + 1}, b.getI32Type());
-  auto funcType = b.getFunctionType({imagesType, weightsType, b.getF64Type(),
-                                     b.getI64Type(), logitsType, statsType},
-                                    {});
+  SmallVector<Type> argTypes = {imagesType,     weightsType, b.getF64Type(),
+                                b.getI64Type(), logitsType,  statsType};
+  // Training graphs: the losses [L, 3] (means over the batch's groups).
+  if (options.training)
+    argTypes.push_back(MemRefType::get({layers, 3}, f32));
+  auto funcType = b.getFunctionType(argTypes, {});
   auto func = func::FuncOp::create(b, loc, "vmoe_forward", funcType);
   func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
   Block *entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);
 
   ForwardBuilder builder(b, loc, model, options, entry->getArgument(1));
-  auto [logits, stats] = builder.forward(
+  ForwardOutputs outputs = builder.forward(
       entry->getArgument(0), entry->getArgument(2), entry->getArgument(3));
   auto store = [&](Value tensor, Value dest) {
     auto op =
@@ -320,8 +400,10 @@ mlir::vmoe::frontend::buildModelModule(MLIRContext &context,
     op.setRestrict(true);
     op.setWritable(true);
   };
-  store(logits, entry->getArgument(4));
-  store(stats, entry->getArgument(5));
+  store(outputs.logits, entry->getArgument(4));
+  store(outputs.stats, entry->getArgument(5));
+  if (options.training)
+    store(outputs.losses, entry->getArgument(6));
   func::ReturnOp::create(b, loc);
 
   b.setInsertionPointToEnd(module->getBody());

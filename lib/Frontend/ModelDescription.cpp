@@ -213,6 +213,19 @@ static Error onlyUsedBy(FieldReader &r, StringRef key, bool used,
                                      ", got routing \"" + routing + "\"");
 }
 
+/// SwiGLU experts use silu: rejects any other `activation` in an object of
+/// a model with `expert` "swiglu".
+static Error checkSwiGLUActivation(FieldReader &r, StringRef expert) {
+  const llvm::json::Value *v = r.get("activation");
+  if (expert != "swiglu" || !v || v->getAsString() == StringRef("silu"))
+    return Error::success();
+  std::string got = v->getAsString() ? "\"" + v->getAsString()->str() + "\""
+                                     : std::string("a non-string");
+  return fieldError(r.path("activation"),
+                    "SwiGLU experts (moe.expert \"swiglu\") use silu, got " +
+                        got);
+}
+
 /// Rejects block indices at or above the depth limit, which also bounds the
 /// length of lists of distinct indices (their checks are quadratic).
 static Error checkBlockIndex(const llvm::Twine &field, int64_t index) {
@@ -280,6 +293,8 @@ static Error parseOverride(const llvm::json::Value &value, size_t index,
   if (Error e = string("capacity_rule", entry.capacityRule, {"round", "ceil"}))
     return e;
   if (Error e = integer("multiple_of", entry.multipleOf))
+    return e;
+  if (Error e = checkSwiGLUActivation(r, base.expert))
     return e;
   if (Error e = string("activation", entry.activation, kActivations))
     return e;
@@ -351,6 +366,21 @@ static Error parseCapacity(FieldReader &r, MoESettings &moe) {
         return fieldError("moe." + key, "not used with a fixed moe.capacity");
     return r.readInt("capacity", moe.capacity, 1);
   }
+  // "none": dropless (B = S), without capacity rule or multiple.
+  const llvm::json::Value *ratio = r.get("capacity_ratio");
+  if (ratio && ratio->getAsString()) {
+    if (*ratio->getAsString() != "none")
+      return fieldError("moe.capacity_ratio",
+                        "must be a number > 0 or \"none\" (dropless), got "
+                        "\"" +
+                            *ratio->getAsString() + "\"");
+    for (StringRef key : {"capacity_rule", "multiple_of"})
+      if (r.get(key))
+        return fieldError("moe." + key, "not used with moe.capacity_ratio "
+                                        "\"none\" (dropless)");
+    moe.dropless = true;
+    return Error::success();
+  }
   if (Error e = r.readPositive("capacity_ratio", moe.capacityRatio, false,
                                ::vmoe::limits::kMaxCapacityRatio))
     return e;
@@ -387,6 +417,10 @@ static Error parseMoE(const llvm::json::Object &object, MoESettings &moe) {
       return e;
   if (Error e = r.readInt("mlp_dim", moe.mlpDim, 1, false))
     return e;
+  if (Error e = r.readString("expert", moe.expert, false, {"mlp", "swiglu"}))
+    return e;
+  if (Error e = r.readInt("shared_experts", moe.sharedExperts, 0, false))
+    return e;
   if (Error e = parseCapacity(r, moe))
     return e;
   if (Error e = r.readString("score", moe.score, false, {"max", "sum_topk"}))
@@ -396,6 +430,10 @@ static Error parseMoE(const llvm::json::Object &object, MoESettings &moe) {
     return e;
   if (Error e = r.readBool("normalize", moe.normalize))
     return e;
+  if (Error e = checkSwiGLUActivation(r, moe.expert))
+    return e;
+  if (moe.expert == "swiglu")
+    moe.activation = "silu";
   if (Error e = r.readString("activation", moe.activation, false,
                              kActivations))
     return e;
@@ -543,6 +581,9 @@ mlir::vmoe::frontend::parseModelDescription(StringRef json) {
   if (Error e = r.readPositive("layer_norm_epsilon", model.layerNormEpsilon,
                                false))
     return std::move(e);
+  if (Error e =
+          r.readString("norm", model.norm, false, {"layernorm", "rmsnorm"}))
+    return std::move(e);
   if (Error e = r.readString("mlp_activation", model.mlpActivation, false,
                              kActivations))
     return std::move(e);
@@ -574,6 +615,30 @@ static std::string layerField(const ModelDescription &model, int64_t block,
   return ("moe." + key).str();
 }
 
+/// SwiGLU experts and the dropless mode need token choice routing: errors
+/// name the field that set the layer's routing.
+static Error checkDecoderFields(const ModelDescription &model, int64_t block,
+                                const MoESettings &layer,
+                                const MoEOverride *entry) {
+  if (layer.isTokenChoice())
+    return Error::success();
+  std::string routing =
+      layerField(model, block, "routing", entry && entry->routing.has_value());
+  if (layer.expert == "swiglu")
+    return fieldError(routing, llvm::formatv("\"{0}\" (block {1}) does not "
+                                             "take moe.expert \"swiglu\" "
+                                             "(token choice only: vanilla or "
+                                             "bpr)",
+                                             layer.routing, block));
+  if (layer.dropless)
+    return fieldError(routing, llvm::formatv("\"{0}\" (block {1}) does not "
+                                             "take moe.capacity_ratio "
+                                             "\"none\" (dropless is token "
+                                             "choice only: vanilla or bpr)",
+                                             layer.routing, block));
+  return Error::success();
+}
+
 /// The rules of every MoE layer (its own settings) and of moe.overrides.
 static Error validateMoELayers(const ModelDescription &model) {
   llvm::SmallVector<int64_t> blocks = model.moeBlocks();
@@ -603,6 +668,8 @@ static Error validateMoELayers(const ModelDescription &model) {
     for (const MoEOverride &candidate : moe.overrides)
       if (llvm::is_contained(candidate.blocks, block))
         entry = &candidate;
+    if (Error e = checkDecoderFields(model, block, layer, entry))
+      return e;
     if (layer.isTokenChoice()) {
       std::string field = layerField(
           model, block, "k",
@@ -783,10 +850,28 @@ struct LayoutBuilder {
     add(prefix + ".kernel", {in, out});
     add(prefix + ".bias", {out});
   }
-  /// A LayerNorm `prefix`.scale and `prefix`.bias [d].
-  void addLayerNorm(const std::string &prefix, int64_t d) {
+  /// A norm layer `prefix`.scale [d], plus `prefix`.bias [d] for
+  /// LayerNorm (RMSNorm has no bias).
+  void addNorm(const ModelDescription &model, const std::string &prefix,
+               int64_t d) {
     add(prefix + ".scale", {d});
-    add(prefix + ".bias", {d});
+    if (model.norm == "layernorm")
+      add(prefix + ".bias", {d});
+  }
+  /// `count` experts `prefix`.w1, b1, w2, b2 (MLP) or `prefix`.w_gate,
+  /// w_up, w_down (SwiGLU) of width d and hidden width h.
+  void addExperts(const std::string &prefix, llvm::StringRef expert,
+                  int64_t count, int64_t d, int64_t h) {
+    if (expert == "swiglu") {
+      add(prefix + ".w_gate", {count, d, h});
+      add(prefix + ".w_up", {count, d, h});
+      add(prefix + ".w_down", {count, h, d});
+      return;
+    }
+    add(prefix + ".w1", {count, d, h});
+    add(prefix + ".b1", {count, h});
+    add(prefix + ".w2", {count, h, d});
+    add(prefix + ".b2", {count, d});
   }
 };
 } // namespace
@@ -798,7 +883,7 @@ static void addMAPHead(LayoutBuilder &l, const ModelDescription &model) {
   l.addDense("map.attn.q", d, d);
   l.addDense("map.attn.kv", d, 2 * d);
   l.addDense("map.attn.out", d, d);
-  l.addLayerNorm("map.ln", d);
+  l.addNorm(model, "map.ln", d);
   l.addDense("map.mlp.fc1", d, model.mlpDim);
   l.addDense("map.mlp.fc2", model.mlpDim, d);
 }
@@ -815,30 +900,29 @@ mlir::vmoe::frontend::weightLayout(const ModelDescription &model) {
   l.add("pos_embedding", {model.tokensPerImage(), d});
   for (int64_t i = 0; i < model.depth; ++i) {
     std::string block = "blocks." + std::to_string(i) + ".";
-    l.addLayerNorm(block + "ln1", d);
+    l.addNorm(model, block + "ln1", d);
     l.addDense(block + "attn.qkv", d, 3 * d);
     l.addDense(block + "attn.out", d, d);
-    l.addLayerNorm(block + "ln2", d);
-    if (model.isMoEBlock(i) && model.layerSettings(i).routing == "soft") {
+    l.addNorm(model, block + "ln2", d);
+    bool isMoE = model.isMoEBlock(i);
+    if (isMoE && model.layerSettings(i).routing == "soft") {
       MoESettings layer = model.layerSettings(i);
       l.add(block + "moe.phi", {d, e, model.layerSlotsPerExpert(layer)});
       l.add(block + "moe.scale", {});
-      l.add(block + "moe.w1", {e, d, he});
-      l.add(block + "moe.b1", {e, he});
-      l.add(block + "moe.w2", {e, he, d});
-      l.add(block + "moe.b2", {e, d});
-    } else if (model.isMoEBlock(i)) {
+      l.addExperts(block + "moe", "mlp", e, d, he);
+    } else if (isMoE) {
       l.add(block + "moe.router.kernel", {d, e});
-      l.add(block + "moe.w1", {e, d, he});
-      l.add(block + "moe.b1", {e, he});
-      l.add(block + "moe.w2", {e, he, d});
-      l.add(block + "moe.b2", {e, d});
-    } else {
+      l.addExperts(block + "moe", model.moe.expert, e, d, he);
+    }
+    if (isMoE && model.moe.sharedExperts > 0)
+      l.addExperts(block + "moe.shared", model.moe.expert,
+                   model.moe.sharedExperts, d, he);
+    if (!isMoE) {
       l.addDense(block + "mlp.fc1", d, h);
       l.addDense(block + "mlp.fc2", h, d);
     }
   }
-  l.addLayerNorm("final_ln", d);
+  l.addNorm(model, "final_ln", d);
   if (model.head == "map")
     addMAPHead(l, model);
   if (model.representationSize)

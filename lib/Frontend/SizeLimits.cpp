@@ -159,6 +159,12 @@ Error mlir::vmoe::frontend::checkBuildSizes(const ModelDescription &model,
     return Error::success();
   double ratio = maxCapacityRatio(model, options);
   int64_t width = std::max(d, model.expertMlpDim());
+  // Each shared expert's buffer holds every token of the batch.
+  if (model.moe.sharedExperts)
+    if (Error e =
+            checkElements("moe.shared_experts", "the shared expert buffers",
+                          {model.moe.sharedExperts, n, t, width}))
+      return e;
   for (int64_t block : model.moeBlocks()) {
     MoESettings layer = model.layerSettings(block);
     bool soft = layer.routing == "soft";

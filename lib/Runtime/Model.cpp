@@ -87,7 +87,8 @@ llvm::Expected<std::unique_ptr<Model>> Model::load(StringRef manifestJson,
                                    " floats for the weights");
   if (!model->batchImages.allocate(m.batchImages * m.imageSize()) ||
       !model->batchLogits.allocate(m.batchImages * m.classes) ||
-      !model->batchStats.allocate(m.statsSize()))
+      !model->batchStats.allocate(m.statsSize()) ||
+      (m.training && !model->batchLosses.allocate(m.lossesSize())))
     return llvm::createStringError("cannot allocate the batch buffers");
   if (llvm::Error error = loadSafetensors(weightsPath, m, model->weights.get(),
                                          rank, ranks))
@@ -209,6 +210,8 @@ llvm::Error Model::runBatch(const float *images, int64_t real,
       padding == Padding::Masked || real == 0 ? real : batch;
   std::fill_n(batchLogits.get(), batch * m.classes, 0.0f);
   std::fill_n(batchStats.get(), m.statsSize(), 0);
+  if (m.training)
+    std::fill_n(batchLosses.get(), m.lossesSize(), 0.0f);
 
   // A CUDA model: the batch goes to the device once, the compiled code
   // runs its kernels on one stream and waits for them once at its end,
@@ -229,8 +232,19 @@ llvm::Error Model::runBatch(const float *images, int64_t real,
   I32x2 statsDesc = makeDescriptor<int32_t, 2>(
       device ? deviceStats.get() : batchStats.get(),
       {numLayers, m.numExperts() + 1});
-  _mlir_ciface_vmoe_forward(&imagesDesc, &weightsDesc, ratio, validImages,
-                            &logitsDesc, &statsDesc);
+  if (m.training) {
+    // The compiled function has the losses argument (the manifest says so).
+    F32x2 lossesDesc =
+        makeDescriptor<float, 2>(batchLosses.get(), {numLayers, 3});
+    // (Through void (*)(), the generic function pointer type.)
+    auto trainingForward = reinterpret_cast<TrainingForwardFn>(
+        reinterpret_cast<void (*)()>(&_mlir_ciface_vmoe_forward));
+    trainingForward(&imagesDesc, &weightsDesc, ratio, validImages, &logitsDesc,
+                    &statsDesc, &lossesDesc);
+  } else {
+    _mlir_ciface_vmoe_forward(&imagesDesc, &weightsDesc, ratio, validImages,
+                              &logitsDesc, &statsDesc);
+  }
   if (device &&
       (!deviceLogits.download(batchLogits.get(), batchLogits.length()) ||
        !deviceStats.download(batchStats.get(), batchStats.length())))
@@ -256,9 +270,14 @@ llvm::Error Model::forward(const float *images, int64_t count, double ratio,
   int64_t statsSize = m.statsSize();
   llvm::SmallVector<int64_t> statsTotal(statsSize, 0);
   int64_t batch = m.batchImages;
+  lossMeans.assign(m.lossesSize(), 0.0);
+  int64_t batches = 0;
   auto accumulate = [&] {
     for (int64_t i = 0; i < statsSize; ++i)
       statsTotal[i] += batchStats.get()[i];
+    for (int64_t i = 0; i < m.lossesSize(); ++i)
+      lossMeans[i] += batchLosses.get()[i];
+    ++batches;
   };
   if (m.expertParallel > 0) {
     // Batch s * R + r of the one-process run is rank r's; every rank runs
@@ -297,6 +316,11 @@ llvm::Error Model::forward(const float *images, int64_t count, double ratio,
       accumulate();
     }
   }
+  // Means over the groups of each batch -> over all groups (every batch
+  // has as many groups).
+  if (batches > 0)
+    for (double &mean : lossMeans)
+      mean /= static_cast<double>(batches);
   if (stats)
     for (int64_t i = 0; i < statsSize; ++i)
       stats[i] = static_cast<int32_t>(std::clamp<int64_t>(

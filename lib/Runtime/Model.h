@@ -64,6 +64,11 @@ public:
   llvm::Error forward(const float *images, int64_t count, double ratio,
                       float *logits, int32_t *stats);
 
+  /// A training graph: the mean over all groups of the last forward() of
+  /// each MoE layer's importance, load and GShard losses (lossesSize()
+  /// values, layer-major); empty for an inference graph.
+  llvm::ArrayRef<double> getLossMeans() const { return lossMeans; }
+
 private:
   Model() = default;
   /// Packs `tensor` (at `data`) into its panel layout, in place.
@@ -82,6 +87,9 @@ private:
   AlignedBuffer<float> batchImages;
   AlignedBuffer<float> batchLogits;
   AlignedBuffer<int32_t> batchStats;
+  /// A training graph's losses of one batch, and the means of forward().
+  AlignedBuffer<float> batchLosses;
+  std::vector<double> lossMeans;
   /// A CUDA model's weights, uploaded once at load and resident, and the
   /// device copies of the batch buffers, copied once per batch each way.
   DeviceBuffer<float> deviceWeights;

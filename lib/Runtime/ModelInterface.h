@@ -38,6 +38,12 @@ using F32x2 = MemRefDescriptor<float, 2>;
 /// Routing statistics [L, E + 1].
 using I32x2 = MemRefDescriptor<int32_t, 2>;
 
+/// The forward pass of a training graph: vmoe_forward with the losses
+/// [L, 3] (means over the batch's groups) after the statistics.
+using TrainingForwardFn = void (*)(F32x4 *images, F32x1 *weights,
+                                   double capacityRatio, int64_t validImages,
+                                   F32x2 *logits, I32x2 *stats, F32x2 *losses);
+
 } // namespace vmoe::runtime
 
 extern "C" {

@@ -226,6 +226,19 @@ int vmoe_load_png(const vmoe_model *model, const char *path, float *pixels,
   return 0;
 }
 
+int vmoe_model_is_training(const vmoe_model *model) {
+  const Manifest *manifest = getManifest(model);
+  return manifest && manifest->training ? 1 : 0;
+}
+
+int64_t vmoe_model_losses(const vmoe_model *model, double *losses) {
+  if (!getManifest(model) || !losses)
+    return 0;
+  llvm::ArrayRef<double> means = model->model->getLossMeans();
+  std::copy(means.begin(), means.end(), losses);
+  return static_cast<int64_t>(means.size());
+}
+
 int vmoe_model_forward(vmoe_model *model, const float *images, int64_t n,
                        double capacity_ratio, float *logits, int32_t *stats,
                        char *error, size_t error_size) {

@@ -107,6 +107,12 @@ void mlir::vmoe::buildMultiplyAccumulateBody(OpBuilder &b, Location loc,
       b, loc, ValueRange{arith::AddFOp::create(b, loc, args[2], product)});
 }
 
+void mlir::vmoe::buildAccumulateBody(OpBuilder &b, Location loc,
+                                     ValueRange args) {
+  linalg::YieldOp::create(
+      b, loc, ValueRange{arith::AddFOp::create(b, loc, args[1], args[0])});
+}
+
 /// The dims 0 .. rank-2 (everything but the last).
 static SmallVector<unsigned> leadingDims(unsigned rank) {
   SmallVector<unsigned> dims;

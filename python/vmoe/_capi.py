@@ -52,6 +52,8 @@ _SIGNATURES = {
     "vmoe_model_forward": (ctypes.c_int, [
         _model, _float_p, _int64, ctypes.c_double, _float_p, _int32_p,
         ctypes.c_char_p, ctypes.c_size_t]),
+    "vmoe_model_is_training": (ctypes.c_int, [_model]),
+    "vmoe_model_losses": (_int64, [_model, ctypes.POINTER(ctypes.c_double)]),
     "vmoe_model_manifest": (ctypes.c_char_p, []),
 }
 

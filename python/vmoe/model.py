@@ -347,6 +347,30 @@ class Model:
                                     kept=table[:, :-1].copy(),
                                     dropped=table[:, -1].copy())
 
+    @property
+    def training(self):
+        """True for a training graph (vmoe-compile --training --seed N):
+        noisy gating and the auxiliary losses (losses())."""
+        return bool(self._manifest.get("training", False))
+
+    def losses(self):
+        """A training graph: float64 [L, 3], per MoE layer the importance,
+        load and GShard losses of the last forward(), each the mean over all
+        routing groups of its batches."""
+        if not self.training:
+            raise VMoEError("the model is an inference graph (compile it "
+                            "with vmoe-compile --training --seed N)")
+        layers = len(self._manifest["moe_layers"])
+        values = np.zeros(3 * layers, dtype=np.float64)
+        with self._lock:
+            handle = self._require_weights()
+            count = int(self._lib.vmoe_model_losses(
+                handle, values.ctypes.data_as(
+                    ctypes.POINTER(ctypes.c_double))))
+        if count != values.size:
+            raise VMoEError("no losses yet: call forward() first")
+        return values.reshape(layers, 3)
+
     def __call__(self, images, capacity_ratio=None):
         """The logits [N, classes] of normalized images [N, C, H, W]."""
         return self.forward(images, capacity_ratio=capacity_ratio)

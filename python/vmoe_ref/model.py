@@ -39,7 +39,12 @@ from torch import nn
 
 from vmoe import safetensors
 
-from . import expertchoice, ops, softmoe
+from . import decoder, expertchoice, ops, softmoe
+from . import losses as aux_losses
+from . import noise as router_noise
+
+# noise_std of training graphs (vmoe-compile --training; V-MoE's default).
+TRAINING_NOISE_STD = 1.0
 
 # ---------------------------------------------------------------------------
 # Model description (ModelFormat §1)
@@ -47,9 +52,10 @@ from . import expertchoice, ops, softmoe
 _TOP_FIELDS = ("format", "version", "name", "image", "input", "patch_size",
                "width", "depth", "heads", "mlp_dim", "classes", "class_names",
                "head", "final_norm", "representation_size",
-               "layer_norm_epsilon", "mlp_activation", "dtype", "moe")
+               "layer_norm_epsilon", "norm", "mlp_activation", "dtype",
+               "moe")
 _MOE_FIELDS = ("placement", "last_n", "every", "layers", "num_experts", "k",
-               "mlp_dim", "capacity_ratio", "capacity", "capacity_rule",
+               "mlp_dim", "expert", "shared_experts", "capacity_ratio", "capacity", "capacity_rule",
                "multiple_of", "routing", "score", "order", "normalize",
                "activation", "group_size", "group_tokens", "slots_per_expert",
                "soft_group_size", "overrides")
@@ -67,6 +73,15 @@ _MOE_DEFAULTS = {"capacity_rule": "round", "multiple_of": 1,
 # layer_settings.)
 ROUTINGS = ("vanilla", "bpr", "expert_choice", "soft")
 TOKEN_CHOICE = ("vanilla", "bpr")
+NORMS = ("layernorm", "rmsnorm")
+EXPERTS = ("mlp", "swiglu")
+# moe.capacity_ratio of the dropless mode (B = S, nothing dropped).
+DROPLESS = "none"
+
+
+def is_dropless(moe):
+    """Whether a (parsed) moe object is dropless (capacity_ratio "none")."""
+    return moe.get("capacity_ratio") == DROPLESS
 
 
 class DescriptionError(ValueError):
@@ -176,6 +191,7 @@ def parse_description(desc):
         out["representation_size"] = _int(desc, "representation_size", "")
     out["layer_norm_epsilon"] = _positive_float(
         desc.get("layer_norm_epsilon", 1e-6), "layer_norm_epsilon")
+    out["norm"] = _choice(desc, "norm", "", NORMS, "layernorm")
     out["mlp_activation"] = _choice(desc, "mlp_activation", "",
                                     ops.ACTIVATIONS, "gelu_tanh")
     out["dtype"] = _choice(desc, "dtype", "", ("f32",), "f32")
@@ -236,17 +252,34 @@ def _parse_moe(moe, out):
     _layer_fields(moe, m, "moe.", m["routing"])
     m["mlp_dim"] = (_int(moe, "mlp_dim", "moe.") if "mlp_dim" in moe
                     else out["mlp_dim"])
+    m["expert"] = _choice(moe, "expert", "moe.", EXPERTS, "mlp")
+    m["shared_experts"] = (_int(moe, "shared_experts", "moe.", minimum=0)
+                           if "shared_experts" in moe else 0)
+    if m["expert"] == "swiglu":
+        _swiglu_activation(moe, "moe.")
+        m["activation"] = "silu"
     if "capacity" in moe:
         for key in ("capacity_ratio", "capacity_rule", "multiple_of"):
             if key in moe:
                 _fail("moe." + key, "not used with a fixed moe.capacity")
         m["capacity"] = _int(moe, "capacity", "moe.")
+    elif isinstance(moe.get("capacity_ratio"), str):
+        if moe["capacity_ratio"] != DROPLESS:
+            _fail("moe.capacity_ratio", f"must be a number > 0 or \"none\" "
+                                        f"(dropless), got "
+                                        f"{moe['capacity_ratio']!r}")
+        for key in ("capacity_rule", "multiple_of"):
+            if key in moe:
+                _fail("moe." + key, "not used with moe.capacity_ratio "
+                                    "\"none\" (dropless)")
+        m["capacity_ratio"] = DROPLESS
     else:
         # 1.05 when absent, as in the C++ front end (MoESettings).
         m["capacity_ratio"] = _positive_float(moe.get("capacity_ratio", 1.05),
                                               "moe.capacity_ratio")
     for key, default in _MOE_DEFAULTS.items():
-        if "capacity" in m and key in ("capacity_rule", "multiple_of"):
+        if ("capacity" in m or is_dropless(m)) and \
+                key in ("capacity_rule", "multiple_of"):
             continue  # not used with a fixed capacity (keeps parsing
             # idempotent: a parsed description parses again)
         m.setdefault(key, default)
@@ -273,6 +306,8 @@ def _parse_moe(moe, out):
             _fail(prefix + "blocks", "must be a non-empty list of block "
                                      "indices")
         routing = _choice(entry, "routing", prefix, ROUTINGS, m["routing"])
+        if m["expert"] == "swiglu":
+            _swiglu_activation(entry, prefix)
         fields = {"blocks": list(blocks)}
         if "routing" in entry:
             fields["routing"] = routing
@@ -280,6 +315,14 @@ def _parse_moe(moe, out):
         m["overrides"].append(fields)
     _check_layers({**out, "moe": m})
     return m
+
+
+def _swiglu_activation(obj, prefix):
+    """SwiGLU experts use silu: any other `activation` is an error."""
+    if obj.get("activation", "silu") != "silu":
+        _fail(prefix + "activation", f"SwiGLU experts (moe.expert "
+                                     f"\"swiglu\") use silu, got "
+                                     f"{obj['activation']!r}")
 
 
 def _layer_fields(obj, out, prefix, routing):
@@ -362,6 +405,15 @@ def _check_layers(desc):
     for block in blocks:
         layer = layer_settings(desc, block)
         routing = layer["routing"]
+        if routing not in TOKEN_CHOICE and (moe["expert"] == "swiglu"
+                                            or is_dropless(moe)):
+            what = ("take moe.expert \"swiglu\" (token choice only"
+                    if moe["expert"] == "swiglu" else
+                    "take moe.capacity_ratio \"none\" (dropless is token "
+                    "choice only")
+            _fail(field(block, "routing", layer),
+                  f"\"{routing}\" (block {block}) does not {what}: vanilla "
+                  f"or bpr)")
         if routing in TOKEN_CHOICE:
             if layer["k"] < 1:
                 _fail(field(block, "routing" if "routing" in layer["explicit"]
@@ -386,7 +438,7 @@ def _check_layers(desc):
                       f"missing, and round(S/E) = round({S}/{E}) is 0 in "
                       f"block {block}")
             continue
-        if "capacity" in moe:
+        if "capacity" in moe or is_dropless(moe):
             continue
         # The default capacity must size to B >= 1 (SPEC §4, §8).
         choices = layer["k"] if routing in TOKEN_CHOICE else 1
@@ -479,38 +531,48 @@ def expected_shapes(desc):
         shapes["cls_token"] = (1, D)
     shapes["pos_embedding"] = (tokens_per_image(desc), D)
     moe = set(description_moe_blocks(desc))
+    rms = desc.get("norm") == "rmsnorm"
+
+    def norm(prefix):
+        """A norm layer: scale, plus bias for LayerNorm."""
+        return {prefix + ".scale": (D,)} if rms else \
+            {prefix + ".scale": (D,), prefix + ".bias": (D,)}
+
+    expert = moe_cfg.get("expert", "mlp")
+    shared = moe_cfg.get("shared_experts", 0)
     for i in range(desc["depth"]):
         p = f"blocks.{i}."
-        shapes.update({p + "ln1.scale": (D,), p + "ln1.bias": (D,),
-                       p + "attn.qkv.kernel": (D, 3 * D),
+        shapes.update(norm(p + "ln1"))
+        shapes.update({p + "attn.qkv.kernel": (D, 3 * D),
                        p + "attn.qkv.bias": (3 * D,),
                        p + "attn.out.kernel": (D, D),
-                       p + "attn.out.bias": (D,),
-                       p + "ln2.scale": (D,), p + "ln2.bias": (D,)})
+                       p + "attn.out.bias": (D,)})
+        shapes.update(norm(p + "ln2"))
         if i in moe and layer_settings(desc, i)["routing"] == "soft":
             P = layer_settings(desc, i)["slots_per_expert"]
-            shapes.update({p + "moe.phi": (D, E, P), p + "moe.scale": (),
-                           p + "moe.w1": (E, D, He), p + "moe.b1": (E, He),
-                           p + "moe.w2": (E, He, D), p + "moe.b2": (E, D)})
+            shapes.update({p + "moe.phi": (D, E, P), p + "moe.scale": ()})
+            shapes.update(expert_shapes(p + "moe", "mlp", E, D, He))
         elif i in moe:
-            shapes.update({p + "moe.router.kernel": (D, E),
-                           p + "moe.w1": (E, D, He), p + "moe.b1": (E, He),
-                           p + "moe.w2": (E, He, D), p + "moe.b2": (E, D)})
-        else:
+            shapes.update({p + "moe.router.kernel": (D, E)})
+            shapes.update(expert_shapes(p + "moe", expert, E, D, He))
+        if i in moe and shared:
+            shapes.update(expert_shapes(p + "moe.shared", expert, shared, D,
+                                        He))
+        if i not in moe:
             shapes.update({p + "mlp.fc1.kernel": (D, H),
                            p + "mlp.fc1.bias": (H,),
                            p + "mlp.fc2.kernel": (H, D),
                            p + "mlp.fc2.bias": (D,)})
-    shapes.update({"final_ln.scale": (D,), "final_ln.bias": (D,)})
+    shapes.update(norm("final_ln"))
     if desc["head"] == "map":
         shapes.update({"map.probe": (1, D),
                        "map.attn.q.kernel": (D, D), "map.attn.q.bias": (D,),
                        "map.attn.kv.kernel": (D, 2 * D),
                        "map.attn.kv.bias": (2 * D,),
                        "map.attn.out.kernel": (D, D),
-                       "map.attn.out.bias": (D,),
-                       "map.ln.scale": (D,), "map.ln.bias": (D,),
-                       "map.mlp.fc1.kernel": (D, H), "map.mlp.fc1.bias": (H,),
+                       "map.attn.out.bias": (D,)})
+        shapes.update(norm("map.ln"))
+        shapes.update({"map.mlp.fc1.kernel": (D, H), "map.mlp.fc1.bias": (H,),
                        "map.mlp.fc2.kernel": (H, D),
                        "map.mlp.fc2.bias": (D,)})
     R = desc.get("representation_size")
@@ -519,6 +581,17 @@ def expected_shapes(desc):
     shapes.update({"head.kernel": (R or D, desc["classes"]),
                    "head.bias": (desc["classes"],)})
     return shapes
+
+
+def expert_shapes(prefix, expert, count, D, H):
+    """{name: shape} of `count` experts: MLP (w1, b1, w2, b2) or SwiGLU
+    (w_gate, w_up, w_down)."""
+    if expert == "swiglu":
+        return {prefix + ".w_gate": (count, D, H),
+                prefix + ".w_up": (count, D, H),
+                prefix + ".w_down": (count, H, D)}
+    return {prefix + ".w1": (count, D, H), prefix + ".b1": (count, H),
+            prefix + ".w2": (count, H, D), prefix + ".b2": (count, D)}
 
 
 # ---------------------------------------------------------------------------
@@ -607,7 +680,7 @@ def moe_forward(x, router, w1, b1, w2, b2, *, k, num_experts, capacity_ratio,
                 routing="vanilla", score="max", capacity_rule="round",
                 multiple_of=1, activation="gelu_tanh", order="softmax_topk",
                 normalize=False, noise=None, noise_std=1.0, capacity=None,
-                valid=None):
+                valid=None, w_up=None):
     """One MoE layer on x [G,S,D]; the batched twin of ops.moe_layer.
 
     Same arguments and result dict as ops.moe_layer (gates, ids, weights,
@@ -615,6 +688,8 @@ def moe_forward(x, router, w1, b1, w2, b2, *, k, num_experts, capacity_ratio,
     ([G,S,E] standard normal, training only) is given; its std is
     noise_std/E. `capacity` (an int) fixes B instead of capacity_ratio.
     `valid` ([G,S] bool) masks tokens out of routing (dispatch_slots).
+    With `w_up` the experts are SwiGLU (decoder.expert_swiglu): w1 is the
+    gate kernel, w2 the down kernel, b1 and b2 unused.
     """
     S = x.shape[1]
     if noise is None:
@@ -635,7 +710,10 @@ def moe_forward(x, router, w1, b1, w2, b2, *, k, num_experts, capacity_ratio,
                                        capacity_rule, multiple_of)
     slots = dispatch_slots(ids, priority, num_experts, B, valid)
     buffers = gather_buffers(x, ids, slots, num_experts, B)
-    y = ops.expert_ffn(buffers, w1, b1, w2, b2, activation)
+    if w_up is None:
+        y = ops.expert_ffn(buffers, w1, b1, w2, b2, activation)
+    else:
+        y = decoder.expert_swiglu(buffers, w1, w_up, w2)
     out = ops.combine(y, ids, slots, weights)
     result = {"gates": gates, "ids": ids, "weights": weights,
               "order": priority, "slots": slots, "buffers": buffers, "y": y,
@@ -682,6 +760,27 @@ class LayerNorm(nn.Module):
 
     def forward(self, x):
         return F.layer_norm(x, x.shape[-1:], self.scale, self.bias, self.eps)
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm over the last dim: x / sqrt(mean(x^2) + eps) * scale."""
+
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.eps = eps
+        self.scale = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        ms = x.square().mean(-1, keepdim=True)
+        return x * (1.0 / torch.sqrt(ms + self.eps)) * self.scale
+
+
+def make_norm(desc):
+    """The norm layer of a description (`norm`: LayerNorm or RMSNorm)."""
+    D, eps = desc["width"], desc["layer_norm_epsilon"]
+    if desc.get("norm") == "rmsnorm":
+        return RMSNorm(D, eps)
+    return LayerNorm(D, eps)
 
 
 class Attention(nn.Module):
@@ -734,27 +833,69 @@ def _valid_tokens(N, T, valid_images, S):
     return (torch.arange(N * T) < valid_images * T).reshape(N * T // S, S)
 
 
+def _add_experts(module, expert, count, dim, hidden):
+    """Registers `count` experts on `module`: MLP (w1, b1, w2, b2) or SwiGLU
+    (w_gate, w_up, w_down)."""
+    if expert == "swiglu":
+        module.w_gate = _xavier(count, dim, hidden)
+        module.w_up = _xavier(count, dim, hidden)
+        module.w_down = _xavier(count, hidden, dim)
+        return
+    module.w1 = _xavier(count, dim, hidden)
+    module.b1 = nn.Parameter(torch.zeros(count, hidden))
+    module.w2 = _xavier(count, hidden, dim)
+    module.b2 = nn.Parameter(torch.zeros(count, dim))
+
+
+class SharedExperts(nn.Module):
+    """moe.shared_experts experts (MLP or SwiGLU) every token passes
+    through; their outputs are added in ascending order (SPEC §8)."""
+
+    def __init__(self, dim, hidden, layer):
+        super().__init__()
+        self.expert = layer["expert"]
+        self.activation = layer["activation"]
+        self.count = layer["shared_experts"]
+        _add_experts(self, self.expert, self.count, dim, hidden)
+
+    def add_to(self, routed, x):
+        """routed [N, T, D] + sum over the shared experts of expert(x)."""
+        N, T, D = x.shape
+        buffers = x.reshape(1, 1, N * T, D).expand(self.count, 1, N * T, D)
+        if self.expert == "swiglu":
+            y = decoder.expert_swiglu(buffers, self.w_gate, self.w_up,
+                                      self.w_down)
+        else:
+            y = ops.expert_ffn(buffers, self.w1, self.b1, self.w2, self.b2,
+                               self.activation)
+        out = routed
+        for e in range(self.count):
+            out = out + y[e, 0].reshape(N, T, D)
+        return out
+
+
 class MoE(nn.Module):
-    """Sparse MoE layer: router plus E expert MLPs (w1, b1, w2, b2)."""
+    """Sparse MoE layer: router plus E expert MLPs (w1, b1, w2, b2) or, with
+    moe.expert "swiglu", E SwiGLU experts (w_gate, w_up, w_down)."""
 
     def __init__(self, dim, hidden, moe):
         super().__init__()
         E = moe["num_experts"]
         self.cfg = moe
         self.router = Router(dim, E)
-        self.w1 = _xavier(E, dim, hidden)
-        self.b1 = nn.Parameter(torch.zeros(E, hidden))
-        self.w2 = _xavier(E, hidden, dim)
-        self.b2 = nn.Parameter(torch.zeros(E, dim))
+        _add_experts(self, moe.get("expert", "mlp"), E, dim, hidden)
 
     def forward(self, x, tokens_per_group, routing, score, capacity_ratio,
-                valid_images=None):
+                valid_images=None, training_seed=None):
         """x [N, T, D] -> (out [N, T, D], layer result dict).
 
         Tokens are grouped [G, S, D] image by image; router noise (and the
         auxiliary loss) only in training mode. With `valid_images`, the
         tokens of the images after the first valid_images are masked out of
-        routing (padding).
+        routing (padding). With `training_seed`, the training graph of
+        vmoe-compile --training: the router noise of noise.training_noise
+        for this block and the seed, and `losses` (losses.router_losses,
+        [G] each) in the result.
         """
         N, T, D = x.shape
         grouped = x.reshape(N * T // tokens_per_group, tokens_per_group, D)
@@ -770,14 +911,33 @@ class MoE(nn.Module):
         noise = None
         if self.training:
             noise = torch.randn(*grouped.shape[:2], cfg["num_experts"])
+        if training_seed is not None:
+            noise = router_noise.training_noise(
+                training_seed, self.block,
+                grouped.shape[:2] + (cfg["num_experts"],))
+        # Dropless: B = S, every expert has room for every token.
+        capacity = (tokens_per_group if is_dropless(cfg)
+                    else cfg.get("capacity"))
+        swiglu = cfg.get("expert") == "swiglu"
         result = moe_forward(
-            grouped, self.router.kernel, self.w1, self.b1, self.w2, self.b2,
+            grouped, self.router.kernel,
+            self.w_gate if swiglu else self.w1,
+            None if swiglu else self.b1,
+            self.w_down if swiglu else self.w2,
+            None if swiglu else self.b2,
             k=cfg["k"], num_experts=cfg["num_experts"],
             capacity_ratio=capacity_ratio, routing=routing, score=score,
             capacity_rule=cfg.get("capacity_rule", "round"),
             multiple_of=cfg.get("multiple_of", 1), activation=cfg["activation"],
             order=cfg["order"], normalize=cfg["normalize"], noise=noise,
-            capacity=cfg.get("capacity"), valid=valid)
+            capacity=capacity, valid=valid,
+            w_up=self.w_up if swiglu else None,
+            **({} if training_seed is None
+               else {"noise_std": TRAINING_NOISE_STD}))
+        if training_seed is not None:
+            result["losses"] = aux_losses.router_losses(
+                grouped, self.router.kernel, cfg["k"], noise,
+                TRAINING_NOISE_STD)
         result["valid"] = valid
         result["routing"] = routing
         return result["out"].reshape(N, T, D), result
@@ -788,12 +948,14 @@ class ExpertChoiceMoE(MoE):
     plus E expert MLPs), expert choice routing."""
 
     def forward(self, x, tokens_per_group, routing, score, capacity_ratio,
-                valid_images=None):
+                valid_images=None, training_seed=None):
         """x [N, T, D] -> (out [N, T, D], expertchoice.expert_choice_layer's
         dict plus `routing` and `valid`). routing/score are unused; the
         tokens of the images after the first valid_images are never
-        taken."""
+        taken. No training graph (training_seed must be None)."""
         del routing, score
+        if training_seed is not None:
+            raise ValueError("training graphs have token choice layers only")
         N, T, D = x.shape
         grouped = x.reshape(N * T // tokens_per_group, tokens_per_group, D)
         valid = _valid_tokens(N, T, valid_images, grouped.shape[1])
@@ -829,12 +991,14 @@ class SoftMoE(nn.Module):
         self.b2 = nn.Parameter(torch.zeros(E, dim))
 
     def forward(self, x, tokens_per_group, routing, score, capacity_ratio,
-                valid_images=None):
+                valid_images=None, training_seed=None):
         """x [N, T, D] -> (out [N, T, D], softmoe.soft_moe's dict plus
         `routing` and `groups`). The MoE group size and capacity do not
         apply; the tokens of the images after the first valid_images are
-        masked out of the dispatch softmax."""
+        masked out of the dispatch softmax. No training graph."""
         del tokens_per_group, routing, score, capacity_ratio
+        if training_seed is not None:
+            raise ValueError("training graphs have token choice layers only")
         N, T, D = x.shape
         S = self.tokens_per_group
         valid = _valid_tokens(N, T, valid_images, S)
@@ -847,14 +1011,15 @@ class SoftMoE(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-LN encoder block: x + attn(ln1(x)), then x + mlp|moe(ln2(x))."""
+    """Pre-norm encoder block: x + attn(ln1(x)), then x + mlp|moe(ln2(x))
+    (moe: the routed experts plus the shared experts, if any)."""
 
     def __init__(self, desc, is_moe, block=None):
         super().__init__()
-        D, eps = desc["width"], desc["layer_norm_epsilon"]
-        self.ln1 = LayerNorm(D, eps)
+        D = desc["width"]
+        self.ln1 = make_norm(desc)
         self.attn = Attention(D, desc["heads"])
-        self.ln2 = LayerNorm(D, eps)
+        self.ln2 = make_norm(desc)
         if is_moe:
             layer = layer_settings(desc, block)
             if layer["routing"] == "soft":
@@ -864,6 +1029,10 @@ class Block(nn.Module):
                 self.moe = ExpertChoiceMoE(D, desc["moe"]["mlp_dim"], layer)
             else:
                 self.moe = MoE(D, desc["moe"]["mlp_dim"], layer)
+            self.moe.block = block  # the router noise's block index
+            if layer.get("shared_experts", 0):
+                self.moe.shared = SharedExperts(D, desc["moe"]["mlp_dim"],
+                                                layer)
         else:
             self.mlp = Mlp(D, desc["mlp_dim"], desc["mlp_activation"])
         self.is_moe = is_moe
@@ -872,7 +1041,10 @@ class Block(nn.Module):
         x = x + self.attn(self.ln1(x))
         if not self.is_moe:
             return x + self.mlp(self.ln2(x)), None
-        out, result = self.moe(self.ln2(x), **moe_args)
+        normed = self.ln2(x)
+        out, result = self.moe(normed, **moe_args)
+        if hasattr(self.moe, "shared"):
+            out = self.moe.shared.add_to(out, normed)
         return x + out, result
 
 
@@ -891,7 +1063,7 @@ class MAPHead(nn.Module):
         self.attn.q = Dense(D, D)
         self.attn.kv = Dense(D, 2 * D)
         self.attn.out = Dense(D, D)
-        self.ln = LayerNorm(D, desc["layer_norm_epsilon"])
+        self.ln = make_norm(desc)
         self.mlp = Mlp(D, desc["mlp_dim"], desc["mlp_activation"])
 
     def forward(self, x):
@@ -924,7 +1096,7 @@ class VMoE(nn.Module):
         self.blocks = nn.ModuleList(
             Block(desc, i in self.moe_block_ids, i)
             for i in range(desc["depth"]))
-        self.final_ln = LayerNorm(D, desc["layer_norm_epsilon"])
+        self.final_ln = make_norm(desc)
         if desc["head"] == "map":
             self.map = MAPHead(desc)
         R = desc.get("representation_size")
@@ -941,7 +1113,7 @@ class VMoE(nn.Module):
             N, (H // ph) * (W // pw), C * ph * pw)
 
     def forward(self, images, routing=None, score=None, capacity_ratio=None,
-                valid_images=None):
+                valid_images=None, training_seed=None):
         """Normalized images [N, C, H, W] -> (logits [N, classes], layers).
 
         routing / score / capacity_ratio override the description's moe
@@ -949,7 +1121,8 @@ class VMoE(nn.Module):
         groups (a multiple of images_per_group_unit). With valid_images,
         the images after the first valid_images are padding, masked out of
         routing. `layers` holds the result dict of each MoE layer (see
-        moe_forward), in block order.
+        moe_forward), in block order. `training_seed`: the training graph
+        of vmoe-compile --training --seed (noisy gating, losses).
         """
         T = tokens_per_image(self.desc)
         moe_args = {}
@@ -967,7 +1140,8 @@ class VMoE(nn.Module):
                 "capacity_ratio": (moe.get("capacity_ratio")
                                    if capacity_ratio is None
                                    else capacity_ratio),
-                "valid_images": valid_images}
+                "valid_images": valid_images,
+                "training_seed": training_seed}
         x = self.embedding(self.patches(images))
         if self.desc["head"] == "token":
             cls = self.cls_token.expand(x.shape[0], 1, -1)
@@ -1066,7 +1240,8 @@ def layer_stats(layer, num_experts):
 
 
 def evaluate(model, images_uint8, mean=None, std=None, batch=None,
-             routing=None, score=None, capacity_ratio=None, padding="masked"):
+             routing=None, score=None, capacity_ratio=None, padding="masked",
+             training_seed=None):
     """Runs the model on uint8 images [N, C, H, W] in batches.
 
     batch (default: images_per_group_unit) must fill whole routing groups.
@@ -1081,6 +1256,10 @@ def evaluate(model, images_uint8, mean=None, std=None, batch=None,
     (masked tokens count in neither); for expert choice the histogram of
     experts per token (entry j: tokens taken by j experts); for Soft MoE the
     slots each expert processed, then 0).
+    With `training_seed` (the training graph of vmoe-compile --training
+    --seed), also returns the losses float64 [L, 3]: per MoE layer the
+    importance, load and GShard losses, each the mean over all routing
+    groups of all batches (padding images included).
     """
     if padding not in PADDINGS:
         raise ValueError(f"unknown padding {padding!r}")
@@ -1092,6 +1271,7 @@ def evaluate(model, images_uint8, mean=None, std=None, batch=None,
     images = np.asarray(images_uint8, dtype=np.uint8)
     n = images.shape[0]
     stats = np.zeros((len(model.moe_block_ids), E + 1), dtype=np.int64)
+    losses = np.zeros((len(model.moe_block_ids), 3))
     logits = []
     was_training = model.training
     model.eval()
@@ -1104,12 +1284,21 @@ def evaluate(model, images_uint8, mean=None, std=None, batch=None,
             out, layers = model(
                 x, routing=routing, score=score,
                 capacity_ratio=capacity_ratio,
-                valid_images=real if padding == "masked" else None)
+                valid_images=real if padding == "masked" else None,
+                training_seed=training_seed)
             logits.append(out[:real].numpy())
             for row, layer in zip(stats, layers):
                 row += layer_stats(layer, E)
+            if training_seed is not None:
+                for row, layer in zip(losses, layers):
+                    row += [float(layer["losses"][key].double().mean())
+                            for key in ("importance", "load", "gshard")]
     model.train(was_training)
+    batches = -(-n // batch)
+    extra = (() if training_seed is None
+             else (losses / max(batches, 1),))
     if not logits:
         return (np.zeros((0, desc["classes"]), np.float32),
-                stats.astype(np.int32))
-    return np.concatenate(logits).astype(np.float32), stats.astype(np.int32)
+                stats.astype(np.int32)) + extra
+    return (np.concatenate(logits).astype(np.float32),
+            stats.astype(np.int32)) + extra

@@ -8,7 +8,7 @@ import torch
 
 import vmoe_ref
 
-from . import selftest
+from . import model, noise, selftest
 
 
 def _cv2(values):
@@ -127,6 +127,82 @@ def test_shared_expert_added():
                                       shared=s)
     extra = vmoe_ref.expert_swiglu(x[None], *s)[0]
     assert torch.allclose(both["out"], base["out"] + extra)
+
+
+# ---------------------------------------------------------------------------
+# The decoder-style description fields and the training graph (model.py,
+# noise.py)
+
+_DECODER_DESC = {
+    "format": "vmoe-model", "version": 1, "name": "t",
+    "image": {"height": 4, "width": 4, "channels": 1}, "patch_size": 2,
+    "width": 8, "depth": 2, "heads": 2, "mlp_dim": 6, "classes": 3,
+    "head": "gap", "norm": "rmsnorm",
+    "moe": {"placement": "every-2", "num_experts": 4, "k": 2,
+            "capacity_ratio": "none", "routing": "vanilla",
+            "expert": "swiglu", "shared_experts": 2, "group_size": 1}}
+
+
+def test_splitmix64_known_value():
+    # The first output of the SplitMix64 generator from state 0.
+    assert noise.splitmix64(0) == 0xE220A8397B1DCDAF
+
+
+def test_training_noise_is_standard_normal_and_reproducible():
+    a = noise.training_noise(3, 1, (50, 40, 10))
+    assert torch.equal(a, noise.training_noise(3, 1, (50, 40, 10)))
+    assert abs(float(a.mean())) < 0.02 and abs(float(a.std()) - 1) < 0.02
+    assert not torch.equal(a, noise.training_noise(4, 1, (50, 40, 10)))
+    assert not torch.equal(a, noise.training_noise(3, 3, (50, 40, 10)))
+
+
+def test_rmsnorm_is_x_over_rms_times_scale():
+    norm = model.RMSNorm(5, 1e-6)
+    with torch.no_grad():
+        norm.scale.copy_(torch.arange(1.0, 6.0))
+    x = torch.randn(3, 5, generator=torch.Generator().manual_seed(0))
+    rms = [math.sqrt(sum(v * v for v in row) / 5 + 1e-6)
+           for row in x.tolist()]
+    want = torch.tensor([[v / r * (i + 1) for i, v in enumerate(row)]
+                         for row, r in zip(x.tolist(), rms)])
+    assert torch.allclose(norm(x), want, atol=1e-6)
+
+
+def test_decoder_block_routes_dropless_and_adds_shared_experts():
+    net = model.VMoE(_DECODER_DESC).eval()
+    assert "blocks.1.moe.shared.w_up" in net.export_tensors()
+    assert "blocks.1.ln2.bias" not in net.export_tensors()
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+    block = net.blocks[1]
+    x = torch.randn(1, 4, 8, generator=gen)
+    h = x + block.attn(block.ln1(x))
+    normed = block.ln2(h)
+    out, layer = block.moe(normed, tokens_per_group=4, routing=None,
+                           score=None, capacity_ratio=None)
+    # Dropless: B = S, every choice kept.
+    assert layer["B"] == 4 and bool((layer["slots"] >= 0).all())
+    total, _ = block(x, tokens_per_group=4, routing=None, score=None,
+                     capacity_ratio=None)
+    shared = block.moe.shared
+    want = h + out
+    for e in range(2):
+        gate = normed @ shared.w_gate[e]
+        want = want + (gate * torch.sigmoid(gate) * (normed @ shared.w_up[e])
+                       ) @ shared.w_down[e]
+    assert torch.allclose(total, want, atol=1e-5)
+
+
+def test_training_seed_changes_routing_and_reports_losses():
+    net = model.VMoE(_DECODER_DESC).eval()
+    images = torch.randint(0, 256, (3, 1, 4, 4), dtype=torch.uint8,
+                           generator=torch.Generator().manual_seed(2))
+    _, _, losses = model.evaluate(net, images.numpy(), training_seed=5)
+    assert losses.shape == (1, 3) and bool((losses >= 0).all())
+    _, _, again = model.evaluate(net, images.numpy(), training_seed=5)
+    assert (losses == again).all()
 
 
 def main():

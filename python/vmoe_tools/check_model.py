@@ -4,12 +4,12 @@
         --model DESC.json --vmoe-compile PATH/vmoe-compile --work DIR \\
         [--images 13] [--seed 0] [--capacities 0.5,1.05] \\
         [--padding masked|zeros] [--groups-per-batch 1] [--atol 1e-4] \\
-        [--weights W.safetensors]
+        [--weights W.safetensors] [--training-seed N]
 
 For any description (every field of docs/ModelFormat.md §1: non-square
 patches, map/gap/token heads, representation_size, final_norm, an expert
 width of its own, any MoE placement, token groups, a fixed capacity, no
-MoE at all): draws random weights with vmoe_ref.model (every tensor,
+MoE at all, RMSNorm, SwiGLU and shared experts, the dropless mode): draws random weights with vmoe_ref.model (every tensor,
 biases and LayerNorm scales included, so that each one matters) unless
 --weights gives them, writes random 8-bit PNG images, compiles the
 description with vmoe-compile, runs the executable (--print-logits
@@ -22,6 +22,12 @@ rounding decides between them, differently in torch and in the compiled
 code. Draws whose smallest routing margin (over the batches actually run)
 is below --min-margin are rejected and the next seed is tried, as the
 layer checks do; the seed used is printed.
+
+With --training-seed N the description is compiled as a training graph
+(vmoe-compile --training --seed N: noisy gating from the seed) and the
+reference runs with the same seed; the executable's --losses (the
+importance, load and GShard losses per MoE layer) must then agree too,
+within --atol (relative above 1).
 
 Exit status 0 when every run agrees, 1 otherwise; errors print one line.
 """
@@ -55,7 +61,8 @@ def randomize(net, seed):
                 value = noise * 3.0 / math.sqrt(param.shape[0])
             elif name.endswith(".scale"):
                 value = 1.0 + 0.1 * noise
-            elif name.endswith(("kernel", ".w1", ".w2")):
+            elif name.endswith(("kernel", ".w1", ".w2", ".w_gate", ".w_up",
+                                ".w_down")):
                 value = noise / math.sqrt(param.shape[-2])
             elif name in ("pos_embedding", "cls_token", "map.probe"):
                 value = 0.5 * noise
@@ -72,7 +79,8 @@ def _smallest_gap(gaps):
     return float(gaps.min()) if gaps.numel() else math.inf
 
 
-def routing_margin(net, images, batch, capacity_ratio, padding):
+def routing_margin(net, images, batch, capacity_ratio, padding,
+                   training_seed=None):
     """The smallest routing margin of the batches evaluate() runs: the gap
     between adjacent gates among a token's k + 1 largest, and between
     adjacent BPR scores in a group (masked tokens excluded)."""
@@ -94,7 +102,8 @@ def routing_margin(net, images, batch, capacity_ratio, padding):
                                               x.shape[1:])])
             valid_images = real if padding == "masked" else None
             _, layers = net(x, capacity_ratio=capacity_ratio,
-                            valid_images=valid_images)
+                            valid_images=valid_images,
+                            training_seed=training_seed)
             for layer in layers:
                 if layer["routing"] == "soft":
                     continue  # no discrete routing decision
@@ -127,6 +136,21 @@ def routing_margin(net, images, batch, capacity_ratio, padding):
     return margin
 
 
+def compare_losses(net, got, ref, atol):
+    """Prints the training losses of both sides; True when every loss
+    agrees within atol * max(1, |ref|)."""
+    ok = True
+    for block, row in zip(net.moe_block_ids, ref):
+        mine = got.get(block)
+        agree = mine is not None and all(
+            abs(a - b) <= atol * max(1.0, abs(b)) for a, b in zip(mine, row))
+        ok = ok and agree
+        print(f"  losses block {block}: compiled {mine}, torch "
+              f"{[float(f'{v:.9g}') for v in row]}"
+              f"{'' if agree else '  FAIL'}")
+    return ok
+
+
 def write_images(folder, images):
     """PNGs 0000.png ... and list.txt (one name per line)."""
     os.makedirs(folder, exist_ok=True)
@@ -148,6 +172,7 @@ def check(args):
     if desc["image"]["channels"] not in (1, 3):
         raise CheckError("only 1- and 3-channel models take PNG images")
     fixed = ("moe" not in desc or "capacity" in desc["moe"]
+             or vmodel.is_dropless(desc["moe"])
              or desc["moe"]["routing"] == "soft")
     capacities = [None] if fixed else args.capacities
     batch = vmodel.images_per_group_unit(desc) * args.groups_per_batch
@@ -166,7 +191,8 @@ def check(args):
     else:
         for seed in range(args.seed, args.seed + 50):
             randomize(net, seed)
-            margin = min(routing_margin(net, images, batch, C, args.padding)
+            margin = min(routing_margin(net, images, batch, C, args.padding,
+                                        args.training_seed)
                          for C in capacities)
             if margin >= args.min_margin:
                 break
@@ -178,6 +204,9 @@ def check(args):
     exe = os.path.join(args.work, "model")
     command = [args.vmoe_compile, args.model, "-o", exe,
                f"--groups-per-batch={args.groups_per_batch}"]
+    training = args.training_seed is not None
+    if training:
+        command += ["--training", f"--seed={args.training_seed}"]
     done = subprocess.run(command, capture_output=True, text=True,
                           timeout=600)
     if done.returncode != 0:
@@ -188,11 +217,11 @@ def check(args):
           + (f", weights seed {seed}" if seed is not None else ""))
     failures = 0
     for C in capacities:
-        got, got_stats = run_executable(exe, weights, image_list, C,
-                                        args.padding)
-        ref, ref_stats = vmodel.evaluate(net, images, batch=batch,
-                                         capacity_ratio=C,
-                                         padding=args.padding)
+        got, got_stats, *got_losses = run_executable(
+            exe, weights, image_list, C, args.padding, losses=training)
+        ref, ref_stats, *ref_losses = vmodel.evaluate(
+            net, images, batch=batch, capacity_ratio=C, padding=args.padding,
+            training_seed=args.training_seed)
         if got.shape != ref.shape:
             raise CheckError(f"compiled logits have shape {got.shape}, "
                              f"expected {ref.shape}")
@@ -201,6 +230,9 @@ def check(args):
                     for b, row in zip(net.moe_block_ids, ref_stats)}
         same = got_stats == expected
         ok = diff <= args.atol and same
+        if training:
+            ok = compare_losses(net, got_losses[0], ref_losses[0],
+                                args.atol) and ok
         failures += not ok
         label = "fixed" if C is None else f"C={C:g}"
         counted = [sum(row) for _, row in sorted(got_stats.items())]
@@ -231,6 +263,9 @@ def main(argv=None):
     parser.add_argument("--groups-per-batch", type=int, default=1)
     parser.add_argument("--atol", type=float, default=1e-4)
     parser.add_argument("--min-margin", type=float, default=1e-5)
+    parser.add_argument("--training-seed", type=int, default=None,
+                        help="compile a training graph (vmoe-compile "
+                        "--training --seed N) and compare the losses too")
     args = parser.parse_args(argv)
     try:
         return check(args)

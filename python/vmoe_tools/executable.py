@@ -23,6 +23,9 @@ _TOKEN_CHOICE = re.compile(r"^stats: MoE block (?P<block>\d+): kept per "
 _EXPERT_CHOICE = re.compile(r"^stats: MoE block (?P<block>\d+) \(expert "
                             r"choice\): experts per token \[(?P<row>[0-9, ]*)"
                             r"\]")
+_LOSSES = re.compile(r"^losses: MoE block (?P<block>\d+): importance "
+                     r"(?P<importance>\S+), load (?P<load>\S+), gshard "
+                     r"(?P<gshard>\S+) ")
 _SOFT = re.compile(r"^stats: MoE block (?P<block>\d+) \(soft\): slots per "
                    r"expert \[(?P<row>[0-9, ]*)\], nothing dropped")
 
@@ -51,10 +54,14 @@ class RunError(Exception):
 
 
 def run_executable(exe, weights, image_list, capacity_ratio=None,
-                   padding=None):
-    """(logits [N, classes], {block: statistics row}) of one run."""
+                   padding=None, losses=False):
+    """(logits [N, classes], {block: statistics row}) of one run; with
+    `losses` (a training graph), also {block: [importance, load, gshard]}
+    from --losses."""
     command = [exe, "--weights", weights, "--image-list", image_list,
                "--print-logits", "--stats", "--quiet"]
+    if losses:
+        command.append("--losses")
     if capacity_ratio is not None:
         command += ["--capacity-ratio", repr(capacity_ratio)]
     if padding is not None:
@@ -64,14 +71,19 @@ def run_executable(exe, weights, image_list, capacity_ratio=None,
     if done.returncode != 0:
         raise RunError(f"{os.path.basename(exe)} exited with "
                        f"{done.returncode}: {done.stderr.strip()}")
-    logits, stats = [], {}
+    logits, stats, layer_losses = [], {}, {}
     for line in done.stdout.splitlines():
         if match := _LOGITS.match(line):
             logits.append([float(v) for v in match["values"].split()])
+        elif match := _LOSSES.match(line):
+            layer_losses[int(match["block"])] = [
+                float(match[key]) for key in ("importance", "load", "gshard")]
         elif parsed := parse_stats_line(line):
             stats[parsed[0]] = parsed[1]
     if not logits:
         raise RunError(f"{os.path.basename(exe)} printed no logits")
+    if losses:
+        return np.array(logits, dtype=np.float64), stats, layer_losses
     return np.array(logits, dtype=np.float64), stats
 
 

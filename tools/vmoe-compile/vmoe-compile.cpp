@@ -135,6 +135,15 @@ cl::opt<int64_t> expertParallel(
              "executable runs under mpirun -np R (docs/Distributed.md)"),
     cl::value_desc("R"), cl::init(0), cl::cat(category));
 
+cl::opt<bool> training(
+    "training",
+    cl::desc("Build a training graph: noisy gating from --seed and the "
+             "auxiliary losses as an output (docs/ModelFormat.md)"),
+    cl::cat(category));
+cl::opt<uint64_t> seed("seed",
+                       cl::desc("Seed of the router noise of --training"),
+                       cl::value_desc("N"), cl::init(0), cl::cat(category));
+
 } // namespace
 
 /// Prints `error: <message>` and returns the exit code 1.
@@ -177,6 +186,11 @@ static llvm::Error applyOverrides(frontend::ModelDescription &model) {
     return llvm::createStringError(
         llvm::inconvertibleErrorCode(),
         "--capacity-ratio: the model has a fixed capacity (moe.capacity)");
+  if (capacityRatio.getNumOccurrences() && moe.dropless)
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        "--capacity-ratio: the model is dropless (moe.capacity_ratio "
+        "\"none\")");
   if (llvm::Error e = positive(capacityRatio, moe.capacityRatio))
     return e;
   if (capacityRatio.getNumOccurrences())
@@ -370,6 +384,10 @@ int main(int argc, char **argv) {
     options.maxCapacityRatio = maxCapacityRatio;
     options.target = target;
     options.expertParallel = expertParallel;
+    options.training = training;
+    options.seed = seed;
+    if (seed.getNumOccurrences() && !training)
+      return fail("--seed: only used with --training");
     if (expertParallel.getNumOccurrences() && expertParallel < 1)
       return fail("--expert-parallel: must be >= 1");
     if (expertParallel > 0 && emit == Emit::Lib)

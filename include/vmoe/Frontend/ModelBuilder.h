@@ -40,6 +40,11 @@ struct BuildOptions {
   /// MPI ranks the experts of each MoE layer are split over (0: one
   /// process); recorded in the manifest, see docs/Distributed.md.
   int64_t expertParallel = 0;
+  /// A training graph (`vmoe-compile --training`): noisy gating with the
+  /// counter-based noise of `seed` in every MoE layer, and the auxiliary
+  /// losses as an output (docs/ModelFormat.md "Training graphs").
+  bool training = false;
+  uint64_t seed = 0;
 };
 
 /// Images per compiled batch.

@@ -45,6 +45,15 @@ struct MoESettings {
   int64_t k = 0; ///< Token choice only; 0 when absent.
   /// Hidden width of the experts; 0 = the model's mlp_dim.
   int64_t mlpDim = 0;
+  /// The experts: "mlp" (act(x.w1 + b1).w2 + b2) or "swiglu"
+  /// ((silu(x.w_gate) * (x.w_up)).w_down; token choice only).
+  std::string expert = "mlp";
+  /// Shared experts (of kind `expert`) every token passes through; their
+  /// outputs are added to the routed output.
+  int64_t sharedExperts = 0;
+  /// Dropless (`capacity_ratio: "none"`, token choice only): every expert
+  /// has room for every token of its group, B = S; nothing is dropped.
+  bool dropless = false;
   double capacityRatio = 1.05;
   /// A fixed per-expert capacity B (V-MoE's `capacity`); 0 = B follows
   /// from the capacity ratio.
@@ -97,6 +106,9 @@ struct ModelDescription {
   /// Width of the dense + tanh pre-logits layer; 0 = none.
   int64_t representationSize = 0;
   double layerNormEpsilon = 1e-6;
+  /// The normalization of every norm layer (ln1, ln2, final_ln, map.ln):
+  /// "layernorm" (scale and bias) or "rmsnorm" (scale only).
+  std::string norm = "layernorm";
   std::string mlpActivation = "gelu_tanh";
   /// False for a dense ViT (no `moe` object).
   bool hasMoE = true;
@@ -119,6 +131,11 @@ struct ModelDescription {
   int64_t imagesPerGroupUnit() const;
   /// Hidden width of the experts.
   int64_t expertMlpDim() const { return moe.mlpDim ? moe.mlpDim : mlpDim; }
+  /// A per-expert capacity B that ignores the capacity ratio: moe.capacity,
+  /// or S when dropless; 0 when B follows the ratio.
+  int64_t fixedCapacity() const {
+    return moe.dropless ? tokensPerGroup() : moe.capacity;
+  }
   /// Width of the vector the classifier reads.
   int64_t headInputWidth() const {
     return representationSize ? representationSize : modelWidth;

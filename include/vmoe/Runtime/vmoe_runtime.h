@@ -157,6 +157,18 @@ VMOE_RUNTIME_API int vmoe_model_forward(vmoe_model *model, const float *images,
                                         float *logits, int32_t *stats,
                                         char *error, size_t error_size);
 
+/// 1 for a training graph (vmoe-compile --training: noisy gating, auxiliary
+/// losses), 0 for an inference graph or NULL.
+VMOE_RUNTIME_API int vmoe_model_is_training(const vmoe_model *model);
+
+/// A training graph: writes 3 * L doubles to `losses`, per MoE layer the
+/// importance, load and GShard losses of the last vmoe_model_forward(),
+/// each the mean over all routing groups of all its batches (the padding
+/// images of the last batch take part in them). Returns the count written,
+/// or 0 for an inference graph, NULL, or before any forward call.
+VMOE_RUNTIME_API int64_t vmoe_model_losses(const vmoe_model *model,
+                                           double *losses);
+
 #ifdef __cplusplus
 }
 #endif

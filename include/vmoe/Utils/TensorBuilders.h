@@ -61,6 +61,9 @@ AffineMap projectionMap(MLIRContext *ctx, unsigned numDims,
 /// Body of a contraction generic: yields acc + in0 * in1 (mul, then add).
 void buildMultiplyAccumulateBody(OpBuilder &b, Location loc, ValueRange args);
 
+/// Body of a sum generic (one input, one output): yields acc + in0.
+void buildAccumulateBody(OpBuilder &b, Location loc, ValueRange args);
+
 /// A scalar combiner of two values.
 using ScalarFn = function_ref<Value(OpBuilder &, Location, Value, Value)>;
 

@@ -451,6 +451,13 @@ static void readManifest(const json::Object &object, Manifest &manifest,
   if (reader.has("expert_parallel"))
     manifest.expertParallel =
         reader.getInt("expert_parallel", 0, 1 << 20).value_or(0);
+  // Optional: inference graphs before training graphs have none.
+  if (const json::Value *training = object.get("training")) {
+    std::optional<bool> value = training->getAsBoolean();
+    if (!value)
+      reader.fail("training", "must be true or false");
+    manifest.training = value.value_or(false);
+  }
   if (const json::Array *tensors = reader.getArray("tensors")) {
     for (const auto &[index, value] : llvm::enumerate(*tensors)) {
       std::optional<TensorInfo> tensor =

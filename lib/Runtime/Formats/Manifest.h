@@ -96,12 +96,19 @@ struct Manifest {
   std::vector<TensorInfo> tensors;
   /// MPI ranks the experts are split over (0: a one-process model).
   int64_t expertParallel = 0;
+  /// A training graph (vmoe-compile --training): vmoe_forward has the
+  /// losses output [L, 3] after the statistics.
+  bool training = false;
 
   /// Floats per image: channels * height * width.
   int64_t imageSize() const { return channels * height * width; }
   /// Experts of every MoE layer (0 without MoE layers).
   int64_t numExperts() const {
     return moeLayers.empty() ? 0 : moeLayers.front().numExperts;
+  }
+  /// Floats of the losses output of a training graph: L * 3.
+  int64_t lossesSize() const {
+    return training ? static_cast<int64_t>(moeLayers.size()) * 3 : 0;
   }
   /// Int32 statistics per forward call: L * (E + 1).
   int64_t statsSize() const {

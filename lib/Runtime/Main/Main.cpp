@@ -110,6 +110,10 @@ struct Options {
                             "routed like real images, as in the original "
                             "V-MoE evaluation")),
       cl::init(PaddingMasked), cl::cat(modelCategory)};
+  cl::opt<bool> losses{"losses",
+                       cl::desc("Print the auxiliary losses of each MoE layer "
+                                "(training graphs: vmoe-compile --training)"),
+                       cl::cat(modelCategory)};
   cl::opt<bool> printLogits{"print-logits",
                             cl::desc("Print all logits of each image (%.9g)"),
                             cl::cat(modelCategory)};
@@ -348,6 +352,20 @@ static int runBenchmark(vmoe_model *model, llvm::ArrayRef<float> images,
   return 0;
 }
 
+/// Prints the importance, load and GShard losses of every MoE layer (means
+/// over all routing groups of the run).
+static void printLosses(const vmoe_model *model) {
+  int64_t layers = vmoe_model_num_moe_layers(model);
+  std::vector<double> losses(3 * layers);
+  vmoe_model_losses(model, losses.data());
+  for (int64_t layer = 0; layer < layers; ++layer)
+    llvm::outs() << "losses: MoE block " << vmoe_model_moe_block(model, layer)
+                 << ": importance " << llvm::format("%.9g", losses[3 * layer])
+                 << ", load " << llvm::format("%.9g", losses[3 * layer + 1])
+                 << ", gshard " << llvm::format("%.9g", losses[3 * layer + 2])
+                 << " (means over the routing groups)\n";
+}
+
 /// Prints the header, one line per image, and the accuracy.
 static void printResults(const Options &options, const vmoe_model *model,
                          llvm::ArrayRef<ImageEntry> entries,
@@ -411,6 +429,9 @@ static int run(const Options &options) {
   if (vmoe_model_set_padding(model.get(), options.padding, error,
                              sizeof(error)))
     return fail(error);
+  if (options.losses && !vmoe_model_is_training(model.get()))
+    return fail("--losses: the model is an inference graph (compile it with "
+                "vmoe-compile --training --seed N)");
   double ratio = options.capacityRatio.getNumOccurrences()
                      ? options.capacityRatio.getValue()
                      : vmoe_model_default_capacity_ratio(model.get());
@@ -452,6 +473,8 @@ static int run(const Options &options) {
     printResults(options, model.get(), entries, logits, ratio);
     if (options.stats)
       printRoutingStats(model.get(), stats, numImages, ratio);
+    if (options.losses)
+      printLosses(model.get());
   }
   if (options.bench > 0)
     return runBenchmark(model.get(), images, numImages, ratio, options.bench);
