@@ -79,8 +79,8 @@ Value ForwardBuilder::moe(Value x, const std::string &prefix,
       b.getI64IntegerAttr(maxCapacity));
   Value y = ExpertFFNOp::create(
       b, loc, dispatch.getBuffers().getType(), dispatch.getBuffers(),
-      expertKernel(prefix + ".w1"), weight(prefix + ".b1"),
-      expertKernel(prefix + ".w2"), weight(prefix + ".b2"),
+      kernel(prefix + ".w1"), weight(prefix + ".b1"),
+      kernel(prefix + ".w2"), weight(prefix + ".b2"),
       ActivationAttr::get(ctx, parseActivation(settings.activation)));
   Value out =
       CombineOp::create(b, loc, tokens.getType(), y, route.getExpertIds(),
