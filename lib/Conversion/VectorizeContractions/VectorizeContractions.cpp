@@ -22,6 +22,7 @@
 #include "vmoe/Codegen/PanelLayout.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -171,8 +172,8 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
   Value a = lhs->get(), bMem = rhs->get(), c = out->get();
   auto vectorType = VectorType::get({shape.lanes}, rewriter.getF32Type());
   // Batched GEMMs (images x heads of attention, experts) split their
-  // batches across threads, each with its own packing scratch; single
-  // GEMMs split their column panels. Either way every output element has
+  // batches across threads, each packing on its own stack; single GEMMs
+  // split their column panels. Either way every output element has
   // one writer and one summation order, whatever the thread count.
   int64_t batches = 1;
   for (unsigned d : outerDims)
@@ -258,16 +259,9 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
         // C holds its own partial sums between blocks of k.
         access.loadPartial = access.initC;
         access.storePartial = access.storeC;
-        // Runs after bufferization and its deallocation pass: free the
-        // packing scratch here.
-        Value scratch;
-        if (!bInPanels)
-          scratch =
-              allocatePackedScratch(b, loc, size(nDim), size(kDim), shape);
+        // After bufferization: the packing scratch goes on the stack.
         emitGemm(b, loc, size(rowDim), size(nDim), size(kDim), staticN, shape,
-                 access, scratch, parallelPanels);
-        if (scratch)
-          memref::DeallocOp::create(b, loc, scratch);
+                 access, /*scratch=*/Value(), parallelPanels);
       };
   DenseMap<unsigned, Value> ivs;
   nest(rewriter, loc, 0, ivs);
