@@ -4,6 +4,7 @@
     /usr/bin/python3 bench/model_bench.py [--vmoe-compile build/bin/vmoe-compile]
         [--models s32,digits] [--threads 1,2] [--capacities 1.05,0.5]
         [--batches N] [--repeats 5] [--json FILE] [--workdir DIR]
+        [--baseline-vmoe-compile PATH]
 
 For each model: writes the description and random weights (or uses
 examples/digits), random PNG images, compiles the executable, checks that
@@ -13,7 +14,9 @@ and capacity ratio C, each in a fresh child process: the executable's
 `--bench` (forward only; images decoded before timing), and
 `VMoE.forward` of python/vmoe_ref under torch.no_grad on the same batches
 (normalized tensors prepared before timing). Reports median images/s and
-the ratio compiled / torch of the same run.
+the ratio compiled / torch of the same run. With --baseline-vmoe-compile,
+the executable built by that compiler (e.g. of an older commit) is timed
+next to them ("before"), for before/after ratios within one run.
 
 Models: `s32` is V-MoE-S/32 shaped (224x224 RGB, patch 32, D 512, depth 8,
 8 heads, H 2048, MoE every 2nd block, E 32, k 2, BPR, 8 images per routing
@@ -180,6 +183,11 @@ def bench_model(name, args):
     max_c = max(max(args.capacities), desc["moe"]["capacity_ratio"])
     run([args.vmoe_compile, desc_path, "-o", exe,
          f"--max-capacity-ratio={max(max_c, 2.0)}"])
+    before = None
+    if args.baseline_vmoe_compile:
+        before = os.path.join(args.workdir, name, "model-before")
+        run([args.baseline_vmoe_compile, desc_path, "-o", before,
+             f"--max-capacity-ratio={max(max_c, 2.0)}"])
 
     # Correctness first: the compiled logits against torch, same images.
     logits_npy = os.path.join(args.workdir, name, "torch_logits.npy")
@@ -202,17 +210,25 @@ def bench_model(name, args):
         return rows, False
 
     print(f"{'model':<8}{'threads':>8}{'C':>6}{'dropped':>9}{'vmoe img/s':>12}"
-          f"{'torch img/s':>13}{'vmoe/torch':>12}", flush=True)
+          f"{'torch img/s':>13}{'vmoe/torch':>12}"
+          + (f"{'before img/s':>14}{'vmoe/before':>13}" if before else ""),
+          flush=True)
+
+    def images_per_s(executable, threads, capacity):
+        out = run([executable, "--weights", weights, "--image-list",
+                   image_list, "--quiet", "--threads", str(threads),
+                   "--capacity-ratio", str(capacity),
+                   "--bench", str(args.repeats)], env=thread_env(threads))
+        match = re.search(r"median ([0-9.]+) images/s", out)
+        if not match:
+            raise SystemExit(f"model_bench: no bench line in {out!r}")
+        return float(match.group(1))
+
     for threads in args.threads:
         for capacity in args.capacities:
-            out = run([exe, "--weights", weights, "--image-list", image_list,
-                       "--quiet", "--threads", str(threads),
-                       "--capacity-ratio", str(capacity),
-                       "--bench", str(args.repeats)], env=thread_env(threads))
-            match = re.search(r"median ([0-9.]+) images/s", out)
-            if not match:
-                raise SystemExit(f"model_bench: no bench line in {out!r}")
-            compiled = float(match.group(1))
+            compiled = images_per_s(exe, threads, capacity)
+            previous = images_per_s(before, threads, capacity) \
+                if before else None
             stats = run([exe, "--weights", weights, "--image-list",
                          image_list, "--quiet", "--stats",
                          "--capacity-ratio", str(capacity)])
@@ -229,10 +245,13 @@ def bench_model(name, args):
                          "vmoe_images_per_s": compiled,
                          "torch_images_per_s": reference,
                          "dropped_fraction": dropped,
-                         "logits_max_abs_diff": diff})
+                         "logits_max_abs_diff": diff,
+                         "before_images_per_s": previous})
             print(f"{name:<8}{threads:>8}{capacity:>6g}{100 * dropped:>8.1f}%"
                   f"{compiled:>12.1f}"
-                  f"{reference:>13.1f}{compiled / reference:>11.2f}x",
+                  f"{reference:>13.1f}{compiled / reference:>11.2f}x"
+                  + (f"{previous:>14.1f}{compiled / previous:>12.2f}x"
+                     if before else ""),
                   flush=True)
     return rows, True
 
@@ -255,6 +274,9 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--workdir", help="keep the work files here")
+    parser.add_argument("--baseline-vmoe-compile",
+                        help="also time the executable this vmoe-compile "
+                        "builds (before/after in one run)")
     # Child mode (internal).
     parser.add_argument("--torch-child", action="store_true",
                         help=argparse.SUPPRESS)

@@ -22,17 +22,21 @@
 // Packing makes B contiguous (weights with power-of-two rows otherwise alias
 // in one cache set) and streams it from memory once; a packed kc x nc block
 // (256 KB) stays in the L2 cache while every row tile reuses it. Column
-// blocks are independent (own slice of the packing scratch, own columns of
+// blocks are independent (own packing scratch, own columns of
 // C), so they run on any number of threads with the same result. The
-// caller allocates the scratch (allocatePackedScratch) where it fits its
-// buffer management: explicitly freed after bufferization, or left to the
-// deallocation pipeline before it.
+// packing scratch is the caller's (allocatePackedScratch, before
+// bufferization) or, after it, a block's own memref.alloca (kc x nc floats,
+// 256 KB at most) between llvm.intr.stacksave and stackrestore around the
+// block: it lives on the stack of the thread that runs the block, so no
+// call, batch or block allocates from the heap, and its pages, touched once
+// per thread, stay mapped from call to call (no page faults per call).
 //
 //===----------------------------------------------------------------------===//
 
 #include "vmoe/Codegen/Microkernel.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -284,31 +288,13 @@ void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
                              kcValue),
       kcValue);
 
-  // One column block: its own slice of the scratch and its own columns of C,
-  // so blocks may run on any threads with the same result.
-  auto columnBlock = [&](OpBuilder &b, Location loc, Value jc) {
+  // One column block: its own packing scratch and its own columns of C, so
+  // blocks may run on any threads with the same result.
+  auto blockBody = [&](OpBuilder &b, Location loc, Value jc, Value packed) {
     Value ncLen =
         arith::MinSIOp::create(b, loc, ncValue,
                                arith::SubIOp::create(b, loc, n, jc));
     Value panels = arith::CeilDivSIOp::create(b, loc, ncLen, widthValue);
-    // B in panel layout already: no scratch, no packing.
-    Value packed;
-    if (!access.loadPackedB) {
-      Value block = arith::DivSIOp::create(b, loc, jc, ncValue);
-      auto scratchType = cast<MemRefType>(scratch.getType());
-      SmallVector<OpFoldResult> offsets = {
-          block, b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0)};
-      SmallVector<OpFoldResult> sizes = {
-          b.getIndexAttr(1), memref::getMixedSize(b, loc, scratch, 1),
-          memref::getMixedSize(b, loc, scratch, 2), b.getIndexAttr(width)};
-      SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
-      auto sliceType =
-          cast<MemRefType>(memref::SubViewOp::inferRankReducedResultType(
-              {ShapedType::kDynamic, ShapedType::kDynamic, width}, scratchType,
-              offsets, sizes, strides));
-      packed = memref::SubViewOp::create(b, loc, sliceType, scratch, offsets,
-                                         sizes, strides);
-    }
     forLoop(b, loc, cst(b, loc, 0), k, kcValue,
             [&](OpBuilder &b, Location loc, Value kc0) {
               Value kLen = arith::MinSIOp::create(
@@ -328,6 +314,44 @@ void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
                                          isFirst, isLast, alwaysFull);
                       });
             });
+  };
+  auto columnBlock = [&](OpBuilder &b, Location loc, Value jc) {
+    // B in panel layout already: no scratch, no packing.
+    if (access.loadPackedB) {
+      blockBody(b, loc, jc, Value());
+      return;
+    }
+    // The caller's scratch: this block's slice.
+    if (scratch) {
+      Value block = arith::DivSIOp::create(b, loc, jc, ncValue);
+      auto scratchType = cast<MemRefType>(scratch.getType());
+      SmallVector<OpFoldResult> offsets = {
+          block, b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0)};
+      SmallVector<OpFoldResult> sizes = {
+          b.getIndexAttr(1), memref::getMixedSize(b, loc, scratch, 1),
+          memref::getMixedSize(b, loc, scratch, 2), b.getIndexAttr(width)};
+      SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
+      auto sliceType =
+          cast<MemRefType>(memref::SubViewOp::inferRankReducedResultType(
+              {ShapedType::kDynamic, ShapedType::kDynamic, width}, scratchType,
+              offsets, sizes, strides));
+      blockBody(b, loc, jc,
+                memref::SubViewOp::create(b, loc, sliceType, scratch, offsets,
+                                          sizes, strides));
+      return;
+    }
+    // The stack pointer is restored after the block, so a loop of blocks
+    // (or of batches) reuses the same stack bytes. (Not memref.alloca_scope:
+    // its single block cannot hold the control flow of the loops inside
+    // once scf is lowered.)
+    Value stack = LLVM::StackSaveOp::create(
+        b, loc, LLVM::LLVMPointerType::get(b.getContext()));
+    auto scratchType =
+        MemRefType::get({nc / width, kc, width}, b.getF32Type());
+    Value packed = memref::AllocaOp::create(b, loc, scratchType,
+                                            b.getI64IntegerAttr(64));
+    blockBody(b, loc, jc, packed);
+    LLVM::StackRestoreOp::create(b, loc, stack);
   };
   if (parallelPanels) {
     scf::ParallelOp::create(b, loc, ValueRange{cst(b, loc, 0)}, ValueRange{n},

@@ -5,7 +5,8 @@
 //===----------------------------------------------------------------------===//
 //
 // A dense MLP is a single-expert vmoe.expert_ffn, so it shares the expert
-// lowering (and its microkernel) with the MoE layers.
+// lowering (and its microkernel) with the MoE layers; its kernels come in
+// panel layout when stored packed (WeightPanels.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,9 +33,9 @@ Value ForwardBuilder::mlp(Value x, const std::string &prefix) {
         b, loc, RankedTensorType::get(newShape, f32), v, groups));
   };
   Value buffers = expand(x, {1, 1, m, d}, {{0, 1, 2}, {3}});
-  Value w1 = expand(weight(prefix + ".fc1.kernel"), {1, d, h}, {{0, 1}, {2}});
+  Value w1 = kernel(prefix + ".fc1.kernel", {1, d, h});
   Value b1 = expand(weight(prefix + ".fc1.bias"), {1, h}, {{0, 1}});
-  Value w2 = expand(weight(prefix + ".fc2.kernel"), {1, h, d}, {{0, 1}, {2}});
+  Value w2 = kernel(prefix + ".fc2.kernel", {1, h, d});
   Value b2 = expand(weight(prefix + ".fc2.bias"), {1, d}, {{0, 1}});
   Value y = ExpertFFNOp::create(
       b, loc, buffers.getType(), buffers, w1, b1, w2, b2,

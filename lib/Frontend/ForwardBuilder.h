@@ -108,9 +108,12 @@ public:
 
   /// The weight tensor `name` as a tensor of its shape.
   Value weight(const std::string &name);
-  /// WeightPanels.cpp: the expert kernel `name` [E, K, N], through
-  /// vmoe.unpack_panels when it is stored in panel layout.
-  Value expertKernel(const std::string &name);
+  /// Its floats: the 1-D slice of the weights buffer.
+  Value flatWeight(const std::string &name);
+  /// WeightPanels.cpp: the kernel `name` [..., K, N] (expert or dense) as a
+  /// tensor of `shape` (default: its own; leading unit dims may be added),
+  /// through vmoe.unpack_panels when it is stored in panel layout.
+  Value kernel(const std::string &name, ArrayRef<int64_t> shape = {});
   /// x [M, K] . kernel [K, N] + bias [N] with `prefix`.kernel/.bias.
   Value linear(Value x, const std::string &prefix);
   /// x [..., N] + v [N] (v broadcast over the leading dims).

@@ -27,14 +27,20 @@ using namespace mlir::vmoe::frontend;
 
 using utils::IteratorType;
 
-/// The weight tensor `name` as a tensor of its shape.
-Value ForwardBuilder::weight(const std::string &name) {
+/// The floats of weight tensor `name`, a 1-D slice of the weights buffer.
+Value ForwardBuilder::flatWeight(const std::string &name) {
   const WeightTensor &tensor = layout.at(name);
-  Value flat = tensor::ExtractSliceOp::create(
+  return tensor::ExtractSliceOp::create(
       b, loc, RankedTensorType::get({tensor.numElements()}, f32), weights,
       ArrayRef<OpFoldResult>{b.getIndexAttr(tensor.offset)},
       ArrayRef<OpFoldResult>{b.getIndexAttr(tensor.numElements())},
       unitStrides(b, 1));
+}
+
+/// The weight tensor `name` as a tensor of its shape.
+Value ForwardBuilder::weight(const std::string &name) {
+  const WeightTensor &tensor = layout.at(name);
+  Value flat = flatWeight(name);
   if (tensor.shape.size() == 1)
     return flat;
   if (tensor.shape.empty()) // A scalar: the 0-d tensor.
@@ -51,16 +57,16 @@ Value ForwardBuilder::weight(const std::string &name) {
 
 /// x [M, K] . kernel [K, N] + bias [N].
 Value ForwardBuilder::linear(Value x, const std::string &prefix) {
-  Value kernel = weight(prefix + ".kernel");
+  Value w = kernel(prefix + ".kernel");
   Value bias = weight(prefix + ".bias");
   int64_t m = shape(x)[0];
-  int64_t n = cast<RankedTensorType>(kernel.getType()).getDimSize(1);
+  int64_t n = cast<RankedTensorType>(w.getType()).getDimSize(1);
   Value init = filledTensor(b, loc, {b.getIndexAttr(m), b.getIndexAttr(n)},
                             floatConst(b, loc, f32, 0));
   MLIRContext *ctx = b.getContext();
   Value product =
       linalg::GenericOp::create(
-          b, loc, init.getType(), ValueRange{x, kernel}, ValueRange{init},
+          b, loc, init.getType(), ValueRange{x, w}, ValueRange{init},
           {projectionMap(ctx, 3, {0, 1}), projectionMap(ctx, 3, {1, 2}),
            projectionMap(ctx, 3, {0, 2})},
           {IteratorType::parallel, IteratorType::reduction,

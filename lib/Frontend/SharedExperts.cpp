@@ -32,8 +32,8 @@ Value ForwardBuilder::experts(Value buffers, const std::string &prefix,
         b, loc, buffers.getType(), buffers, weight(prefix + ".w_gate"),
         weight(prefix + ".w_up"), weight(prefix + ".w_down"));
   return ExpertFFNOp::create(
-      b, loc, buffers.getType(), buffers, expertKernel(prefix + ".w1"),
-      weight(prefix + ".b1"), expertKernel(prefix + ".w2"),
+      b, loc, buffers.getType(), buffers, kernel(prefix + ".w1"),
+      weight(prefix + ".b1"), kernel(prefix + ".w2"),
       weight(prefix + ".b2"),
       ActivationAttr::get(b.getContext(),
                           parseActivation(settings.activation)));

@@ -5,11 +5,12 @@
 //===----------------------------------------------------------------------===//
 //
 // Constant weights packed once: the expert kernels of token choice MoE
-// layers are stored in the weights buffer in the microkernel's panel layout
-// ([E, N/L, K, L] for a [E, K, N] kernel; the runtime packs them at load,
-// docs/ModelFormat.md §5) and reach vmoe.expert_ffn through
-// vmoe.unpack_panels, which vmoe-fuse-experts folds into
-// vmoe.fused_experts {weight_panels = L}: the GEMMs read them in place.
+// layers and the dense kernels are stored in the weights buffer in the
+// microkernel's panel layout ([..., N/L, K, L] for a [..., K, N] kernel;
+// the runtime packs them at load, docs/ModelFormat.md §5) and reach their
+// GEMMs through vmoe.unpack_panels, which vmoe-fuse-experts folds into
+// vmoe.fused_experts {weight_panels = L} and convert-vmoe-to-scf into the
+// linalg contractions of the dense layers: the GEMMs read them in place.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,11 +31,19 @@ bool mlir::vmoe::frontend::isPanelPackedWeight(const ModelDescription &model,
                                                const BuildOptions &options,
                                                llvm::StringRef name,
                                                llvm::ArrayRef<int64_t> shape) {
-  // Under expert parallelism a rank reads only its experts' rows of these
-  // tensors; they stay plain (packing all experts would touch every page).
-  if (options.target != "cpu" || options.expertParallel > 0 ||
-      shape.size() != 3 ||
-      shape[1] % kWeightPanelWidth != 0 || shape[2] % kWeightPanelWidth != 0)
+  if (options.target != "cpu" || shape.size() < 2 ||
+      shape.back() % kWeightPanelWidth != 0)
+    return false;
+  // Dense layers (patch embedding, attention projections, dense MLPs,
+  // pre-logits, head): every `.kernel` [K, N] the GEMMs multiply by, but
+  // the routers, which vmoe.route reads by columns.
+  if (shape.size() == 2)
+    return name.ends_with(".kernel") && !name.ends_with(".router.kernel");
+  // Under expert parallelism a rank reads only its experts' rows of the
+  // expert tensors; they stay plain (packing all experts would touch every
+  // page).
+  if (options.expertParallel > 0 || shape.size() != 3 ||
+      shape[1] % kWeightPanelWidth != 0)
     return false;
   for (int64_t block : model.moeBlocks()) {
     std::string prefix = "blocks." + std::to_string(block) + ".moe";
@@ -45,21 +54,30 @@ bool mlir::vmoe::frontend::isPanelPackedWeight(const ModelDescription &model,
   return false;
 }
 
-/// The expert kernel `name` [E, K, N]: from its panels when stored packed.
-Value ForwardBuilder::expertKernel(const std::string &name) {
+/// The kernel `name` [..., K, N] as a tensor of `shape` (its shape, with
+/// leading unit dims when asked): through vmoe.unpack_panels of its panels
+/// when stored packed.
+Value ForwardBuilder::kernel(const std::string &name,
+                             ArrayRef<int64_t> shape) {
   const WeightTensor &tensor = layout.at(name);
+  SmallVector<int64_t> asShape(shape.empty() ? ArrayRef(tensor.shape) : shape);
+  auto reshape = [&](Value v, ArrayRef<int64_t> newShape) {
+    auto type = RankedTensorType::get(newShape, f32);
+    if (v.getType() == type)
+      return v;
+    ReassociationIndices all;
+    for (size_t i = 0; i < newShape.size(); ++i)
+      all.push_back(i);
+    return Value(tensor::ExpandShapeOp::create(
+        b, loc, type, v, ArrayRef<ReassociationIndices>{all}));
+  };
+  Value flat = flatWeight(name);
   if (!isPanelPackedWeight(model, options, name, tensor.shape))
-    return weight(name);
-  int64_t e = tensor.shape[0], k = tensor.shape[1], n = tensor.shape[2];
+    return reshape(flat, asShape);
+  int64_t k = tensor.shape[tensor.shape.size() - 2], n = tensor.shape.back();
   int64_t l = kWeightPanelWidth;
-  Value flat = tensor::ExtractSliceOp::create(
-      b, loc, RankedTensorType::get({tensor.numElements()}, f32), weights,
-      ArrayRef<OpFoldResult>{b.getIndexAttr(tensor.offset)},
-      ArrayRef<OpFoldResult>{b.getIndexAttr(tensor.numElements())},
-      unitStrides(b, 1));
-  Value panels = tensor::ExpandShapeOp::create(
-      b, loc, RankedTensorType::get({e, n / l, k, l}, f32), flat,
-      ArrayRef<ReassociationIndices>{{0, 1, 2, 3}});
-  return UnpackPanelsOp::create(
-      b, loc, RankedTensorType::get(tensor.shape, f32), panels);
+  SmallVector<int64_t> panelsShape(ArrayRef(asShape).drop_back(2));
+  panelsShape.append({n / l, k, l});
+  return UnpackPanelsOp::create(b, loc, RankedTensorType::get(asShape, f32),
+                                reshape(flat, panelsShape));
 }

@@ -10,6 +10,8 @@
 
 #include "vmoe/Pipelines/Pipelines.h"
 
+#include "LowerAllocaScopes.h"
+
 #include "vmoe/Conversion/Passes.h"
 #include "vmoe/Dialect/VMoE/Transforms/Passes.h"
 
@@ -94,6 +96,9 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
   if (options.parallel) {
     pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
     pm.addPass(createConvertSCFToOpenMPPass());
+    // Its loop bodies come in alloca scopes, which convert-scf-to-cf cannot
+    // lower around the microkernel's stack scratch (LowerAllocaScopes.cpp).
+    pm.addNestedPass<func::FuncOp>(vmoe::createLowerAllocaScopesPass());
   } else {
     pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
   }

@@ -45,8 +45,8 @@ struct GemmAccessors {
       loadB;
   /// When set, B is already in panel layout (constant weights packed once):
   /// B[k, n .. n + lanes) read in place, a full vector whose lanes past the
-  /// last column may hold anything (they are never stored). loadB and the
-  /// packing scratch are then unused.
+  /// last column may hold anything (they are never stored). loadB is then
+  /// unused and nothing is packed.
   std::function<Value(OpBuilder &, Location, Value k, Value n)> loadPackedB;
   /// The accumulator C[row, n ..) starts from: zeros, or the current C.
   std::function<Value(OpBuilder &, Location, Value row, Value n, Value mask)>
@@ -64,19 +64,25 @@ struct GemmAccessors {
       storePartial;
 };
 
-/// memref.alloc of the packing scratch of a GEMM with n columns and k rows
-/// of B (at most 256 KB per block of columns); the caller frees it.
+/// memref.alloc of a packing scratch for a GEMM with n columns and k rows
+/// of B (at most 256 KB per block of columns), for emitGemm before
+/// bufferization (the deallocation pipeline frees it).
 Value allocatePackedScratch(OpBuilder &b, Location loc, Value n, Value k,
                             const MicrokernelShape &shape);
 
 /// Emits the GEMM over rows [0, m), columns [0, n) and reduction [0, k)
-/// (index values), packing B into `scratch` (allocatePackedScratch), or
-/// reading it in place through `access.loadPackedB` (scratch null).
-/// `staticN`, when known, drops the masks if n is a multiple of the panel
-/// width. With `parallelPanels`, the loop over blocks of columns is an
-/// scf.parallel (each block writes its own columns of C and packs into its
-/// own slice of the scratch, so the result does not depend on the
-/// schedule).
+/// (index values), reading B in place through `access.loadPackedB` when
+/// set, else packing each block of B into `scratch` (allocatePackedScratch;
+/// each column block its own slice) or, with a null `scratch` (after
+/// bufferization and its deallocation pass), into a scratch of at most
+/// 256 KB on the stack of the thread that computes the block (memref.alloca
+/// between llvm.intr.stacksave and stackrestore per block: no heap
+/// allocation per call or tile, its pages stay mapped from call to call;
+/// the calling pass depends on the LLVM dialect). `staticN`, when known, drops
+/// the masks if n is a multiple of the panel width. With `parallelPanels`,
+/// the loop over blocks of columns is an scf.parallel (each block writes
+/// its own columns of C and packs into its own scratch, so the result does
+/// not depend on the schedule).
 void emitGemm(OpBuilder &b, Location loc, Value m, Value n, Value k,
               std::optional<int64_t> staticN, const MicrokernelShape &shape,
               const GemmAccessors &access, Value scratch, bool parallelPanels);

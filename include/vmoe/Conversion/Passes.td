@@ -20,6 +20,11 @@ def ConvertVMoEToSCFPass
     buffers choice by choice, and a per-token weighted gather for combine.
     Routing is exact and deterministic: BPR is a rank count (stable, NaN
     ranked last), so its result does not depend on the schedule.
+    `vmoe.unpack_panels` feeding the B operand of a linalg contraction (a
+    dense layer's constant kernel, also after `expert_ffn` became one) is
+    folded into it: the contraction reads the panels through the map
+    `(..., n floordiv L, k, n mod L)` when `vector-width` divides L; other
+    uses get a copy to the plain layout.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -90,13 +95,21 @@ def VMoEVectorizeContractionsPass
     non-contractions are left for convert-linalg-to-loops. With `parallel`,
     large batched contractions (attention over images x heads, expert
     matmuls) split their batches across OpenMP threads (an `scf.parallel`
-    over the batch dims, each iteration with its own packing scratch), and
+    over the batch dims, each iteration packing on its own thread's stack), and
     large single ones their column panels; every output element keeps one
     writer and one summation order, so results do not depend on the thread
-    count.
+    count. A B operand read through a panel map
+    `(..., n floordiv L, k, n mod L)` (constant weights stored packed,
+    folded from `vmoe.unpack_panels` by convert-vmoe-to-scf) is streamed in
+    place: no packing scratch and no copy on any call. Any other B is
+    packed per block of 256 x 256 into a `memref.alloca` scratch (between
+    `llvm.intr.stacksave` and `llvm.intr.stackrestore`) on the stack of the
+    thread computing the block: no heap allocation per call, batch or
+    block.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
+    "::mlir::LLVM::LLVMDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::vector::VectorDialect"

@@ -27,6 +27,7 @@
 #include "Patterns.h"
 
 #include "vmoe/Codegen/Microkernel.h"
+#include "vmoe/Codegen/PanelLayout.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -235,7 +236,7 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
     };
     Value scratchUp;
     if (panelWidth)
-      up.loadPackedB = panelLoader(ex, w1, *panelWidth, vectorType);
+      up.loadPackedB = panelLoader(ex, w1, vectorType);
     else
       scratchUp = allocatePackedScratch(b, loc, h, d, shape);
     emitGemm(b, loc, rows, h, d, staticH, shape, up, scratchUp,
@@ -307,7 +308,7 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
     };
     Value scratchDown;
     if (panelWidth)
-      down.loadPackedB = panelLoader(ex, w2, *panelWidth, vectorType);
+      down.loadPackedB = panelLoader(ex, w2, vectorType);
     else
       scratchDown = allocatePackedScratch(b, loc, d, h, shape);
     emitGemm(b, loc, rows, d, h, staticD, shape, down, scratchDown,
@@ -315,22 +316,11 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
   }
 
   /// Reads B[k, n .. n + lanes) of expert `ex` from the panels `w`
-  /// [E, P, K, width] in place; columns past the last panel (masked out of
-  /// every store) read the last panel instead.
+  /// [E, P, K, width] in place (loadPanelVector).
   static std::function<Value(OpBuilder &, Location, Value, Value)>
-  panelLoader(Value ex, Value w, int64_t width, VectorType vectorType) {
+  panelLoader(Value ex, Value w, VectorType vectorType) {
     return [=](OpBuilder &b, Location loc, Value k, Value n) {
-      Value widthValue = indexConst(b, loc, width);
-      Value lastPanel = arith::SubIOp::create(
-          b, loc,
-          getValueOrCreateConstantIndexOp(
-              b, loc, memref::getMixedSize(b, loc, w, 1)),
-          indexConst(b, loc, 1));
-      Value panel = arith::MinSIOp::create(
-          b, loc, arith::DivUIOp::create(b, loc, n, widthValue), lastPanel);
-      Value lane = arith::RemUIOp::create(b, loc, n, widthValue);
-      return Value(vector::LoadOp::create(b, loc, vectorType, w,
-                                          ValueRange{ex, panel, k, lane}));
+      return loadPanelVector(b, loc, vectorType, w, ValueRange{ex}, k, n);
     };
   }
 

@@ -50,6 +50,12 @@ void populateSoftMoELoweringPatterns(RewritePatternSet &patterns,
 /// unpack_panels (a copy from the GEMM panel layout).
 void populateUnpackPanelsLoweringPatterns(RewritePatternSet &patterns);
 
+/// Makes every linalg contraction under `root` that reads a
+/// vmoe.unpack_panels result as its B operand read the panels in place
+/// (the map of PanelLayout.h), when the panel width is a multiple of
+/// `lanes`; erases the unpack ops left without users.
+void foldUnpackPanelsIntoContractions(Operation *root, int64_t lanes);
+
 /// The capacity rule in IR: rule(k * tokens * ratio / numExperts) in double
 /// precision, NaN or <= 0 -> 0, raised to a multiple of `multipleOf`; an
 /// index value. `ratio` is an f64 value.

@@ -4,15 +4,25 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// vmoe.unpack_panels -> a copying linalg.generic over the plain result:
-// result[..., k, n] = panels[..., n floordiv L, k, n mod L]. Only weights
-// that no fused_experts reads in place get here (vmoe-fuse-experts hands
-// the panels to the fused op directly).
+// What becomes of vmoe.unpack_panels. A linalg contraction that reads the
+// unpacked weights as its B operand (the operand holding the output's
+// contiguous column dim n and the reduction k, `(..., k, n)`) reads the
+// panels instead, through the map `(..., n floordiv L, k, n mod L)`, which
+// vmoe-vectorize-contractions streams in place: constant weights stored
+// packed at load are never repacked per call (dense layers, dense MLPs via
+// expert_ffn, attention projections, patch embedding, head). Everything
+// else, and widths the vector lanes do not divide, gets a copying
+// linalg.generic over the plain result:
+// result[..., k, n] = panels[..., n floordiv L, k, n mod L]. Expert weights
+// of fused_experts never get here (vmoe-fuse-experts hands the panels to
+// the fused op directly).
 //
 //===----------------------------------------------------------------------===//
 
 #include "LoweringUtils.h"
 #include "Patterns.h"
+
+#include "vmoe/Codegen/PanelLayout.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -21,6 +31,58 @@
 using namespace mlir;
 using namespace mlir::vmoe;
 using namespace mlir::vmoe::lowering;
+
+/// Whether `use`, an operand of a linalg.generic, is the B operand of a
+/// contraction that can read it from panels of `width` floats: a (k, n)
+/// matrix operand with n the contiguous column dim of the output.
+static bool readsAsPanelB(OpOperand &use, int64_t width, int64_t lanes) {
+  auto op = dyn_cast<linalg::GenericOp>(use.getOwner());
+  if (!op || width % lanes != 0 || !op.hasPureTensorSemantics() ||
+      op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      !op.isDpsInput(&use) || !linalg::isaContractionOpInterface(op))
+    return false;
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  if (failed(dims) || dims->n.size() != 1 || dims->k.size() != 1)
+    return false;
+  auto dimAt = [](AffineMap map, unsigned fromBack) {
+    return cast<AffineDimExpr>(
+               map.getResult(map.getNumResults() - 1 - fromBack))
+        .getPosition();
+  };
+  AffineMap map = op.getMatchingIndexingMap(&use);
+  AffineMap out = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+  unsigned n = dims->n.front(), k = dims->k.front();
+  return map.getNumResults() >= 2 && dimAt(map, 0) == n &&
+         dimAt(map, 1) == k && dimAt(out, 0) == n;
+}
+
+void mlir::vmoe::lowering::foldUnpackPanelsIntoContractions(Operation *root,
+                                                            int64_t lanes) {
+  SmallVector<UnpackPanelsOp> unpacks;
+  root->walk([&](UnpackPanelsOp op) { unpacks.push_back(op); });
+  IRRewriter rewriter(root->getContext());
+  for (UnpackPanelsOp unpack : unpacks) {
+    int64_t width = unpack.getPanels().getType().getShape().back();
+    if (ShapedType::isDynamic(width))
+      continue;
+    for (OpOperand &use :
+         llvm::make_early_inc_range(unpack.getResult().getUses())) {
+      if (!readsAsPanelB(use, width, lanes))
+        continue;
+      auto op = cast<linalg::GenericOp>(use.getOwner());
+      SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+      unsigned index = use.getOperandNumber();
+      maps[index] = getPanelOperandMap(maps[index], width);
+      rewriter.modifyOpInPlace(op, [&] {
+        use.set(unpack.getPanels());
+        op.setIndexingMapsAttr(rewriter.getAffineMapArrayAttr(maps));
+      });
+    }
+    if (unpack->use_empty())
+      rewriter.eraseOp(unpack);
+  }
+}
 
 namespace {
 

@@ -85,11 +85,19 @@ struct ConvertVMoEToSCFPass
     }
     if (failed(checkElementTypes(getOperation())))
       return signalPassFailure();
+    // First every op but unpack_panels, so that the contractions the
+    // lowerings build (dense MLPs) exist when the panels are folded into
+    // them; then the unpack_panels left (copies).
+    target.addLegalOp<UnpackPanelsOp>();
     RewritePatternSet patterns(ctx);
     populateVMoEToSCFConversionPatterns(
         patterns, MicrokernelShape{tileRows, tileVectors, lanes});
-    if (failed(applyPartialConversion(getOperation(), target,
-                                      std::move(patterns))))
+    FrozenRewritePatternSet frozen(std::move(patterns));
+    if (failed(applyPartialConversion(getOperation(), target, frozen)))
+      return signalPassFailure();
+    lowering::foldUnpackPanelsIntoContractions(getOperation(), lanes);
+    target.addIllegalOp<UnpackPanelsOp>();
+    if (failed(applyPartialConversion(getOperation(), target, frozen)))
       signalPassFailure();
   }
 };

@@ -9,15 +9,20 @@
 // all but the innermost M dim become outer scf.for loops, the innermost M
 // dim is the row dim of the microkernel, the N dim its (contiguous) column
 // dim and the K dim its reduction. The accumulator starts from the current
-// output, so the rewrite keeps the semantics of `out += a * b`.
+// output, so the rewrite keeps the semantics of `out += a * b`. A B operand
+// in panel layout (constant weights packed once at load; its map ends in
+// `(n floordiv L, k, n mod L)`, vmoe/Codegen/PanelLayout.h) is read in
+// place; any other B is packed into a scratch on every call.
 //
 //===----------------------------------------------------------------------===//
 
 #include "vmoe/Conversion/Passes.h"
 
 #include "vmoe/Codegen/Microkernel.h"
+#include "vmoe/Codegen/PanelLayout.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -61,14 +66,40 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
                                           const MicrokernelShape &shape,
                                           bool parallel) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
-      op.getNumDpsInits() != 1 || !linalg::isaContractionOpInterface(op))
+      op.getNumDpsInits() != 1)
     return failure();
-  FailureOr<linalg::ContractionDimensions> dims =
-      linalg::inferContractionDims(op);
+  // B may come in panel layout (constant weights packed once at load): its
+  // map ends in (n floordiv L, k, n mod L) and the contraction is
+  // classified on its plain (k, n) map.
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  std::optional<PanelOperandMap> panel;
+  for (unsigned i = 0; i < 2; ++i) {
+    std::optional<PanelOperandMap> match = matchPanelOperandMap(maps[i]);
+    if (!match)
+      continue;
+    if (panel || match->width % shape.lanes != 0)
+      return failure();
+    panel = match;
+    maps[i] = match->plain;
+  }
+  FailureOr<linalg::ContractionDimensions> dims = failure();
+  if (!panel) {
+    if (!linalg::isaContractionOpInterface(op))
+      return failure();
+    dims = linalg::inferContractionDims(op);
+  } else {
+    auto mulAdd = [](Operation *mul, Operation *add) {
+      return isa<arith::MulFOp>(mul) && isa<arith::AddFOp>(add);
+    };
+    if (op.getNumReductionLoops() == 0 ||
+        !linalg::detail::isContractionBody(*op.getBlock(), mulAdd))
+      return failure();
+    dims = linalg::inferContractionDims(maps);
+  }
   if (failed(dims) || dims->n.size() != 1 || dims->k.size() != 1 ||
       dims->m.empty())
     return failure();
-  if (!llvm::all_of(op.getIndexingMapsArray(), [](AffineMap map) {
+  if (!llvm::all_of(maps, [](AffineMap map) {
         return map.isProjectedPermutation(/*allowZeroInResults=*/false);
       }))
     return failure();
@@ -77,24 +108,34 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
   // The operand holding N is B; its rows and the output's must be
   // contiguous along N.
   OpOperand *lhs = op.getDpsInputOperand(0), *rhs = op.getDpsInputOperand(1);
-  if (op.getMatchingIndexingMap(lhs).isFunctionOfDim(nDim))
+  auto mapOf = [&](OpOperand *operand) {
+    return maps[operand->getOperandNumber()];
+  };
+  if (mapOf(lhs).isFunctionOfDim(nDim))
     std::swap(lhs, rhs);
   OpOperand *out = op.getDpsInitOperand(0);
-  AffineMap aMap = op.getMatchingIndexingMap(lhs);
-  AffineMap bMap = op.getMatchingIndexingMap(rhs);
-  AffineMap cMap = op.getMatchingIndexingMap(out);
+  AffineMap aMap = mapOf(lhs);
+  AffineMap bMap = mapOf(rhs);
+  AffineMap cMap = mapOf(out);
   auto lastDim = [](AffineMap map) {
     return cast<AffineDimExpr>(map.getResults().back()).getPosition();
   };
   if (!bMap.isFunctionOfDim(nDim) || aMap.isFunctionOfDim(nDim) ||
       lastDim(bMap) != nDim || lastDim(cMap) != nDim)
     return failure();
+  // Panels hold B only (A is read by rows) and have their k, n as B's.
+  bool bInPanels = panel && panel->plain == bMap;
+  if (panel && (!bInPanels ||
+                cast<AffineDimExpr>(bMap.getResults().drop_back().back())
+                        .getPosition() != kDim))
+    return failure();
   auto aType = dyn_cast<MemRefType>(lhs->get().getType());
   auto bType = dyn_cast<MemRefType>(rhs->get().getType());
   auto cType = dyn_cast<MemRefType>(out->get().getType());
   if (!aType || !bType || !cType || !hasContiguousRows(bType) ||
       !hasContiguousRows(cType) || !cType.getElementType().isF32() ||
-      !aType.getElementType().isF32() || !bType.getElementType().isF32())
+      !aType.getElementType().isF32() || !bType.getElementType().isF32() ||
+      (bInPanels && bType.isDynamicDim(bType.getRank() - 1)))
     return failure();
 
   // The row dim: the innermost M dim in the output.
@@ -131,8 +172,8 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
   Value a = lhs->get(), bMem = rhs->get(), c = out->get();
   auto vectorType = VectorType::get({shape.lanes}, rewriter.getF32Type());
   // Batched GEMMs (images x heads of attention, experts) split their
-  // batches across threads, each with its own packing scratch; single
-  // GEMMs split their column panels. Either way every output element has
+  // batches across threads, each packing on its own stack; single GEMMs
+  // split their column panels. Either way every output element has
   // one writer and one summation order, whatever the thread count.
   int64_t batches = 1;
   for (unsigned d : outerDims)
@@ -192,6 +233,14 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
           return loadVector(b, loc, vectorType, bMem, operandIndices(bMap, at),
                             mask);
         };
+        // Panels are read in place, nothing is packed.
+        if (bInPanels)
+          access.loadPackedB = [&](OpBuilder &b, Location loc, Value k,
+                                   Value n) {
+            SmallVector<Value> lead = operandIndices(bMap, ivs);
+            lead.resize(lead.size() - 2); // Leading dims only.
+            return loadPanelVector(b, loc, vectorType, bMem, lead, k, n);
+          };
         access.initC = [&](OpBuilder &b, Location loc, Value row, Value n,
                            Value mask) {
           DenseMap<unsigned, Value> at = ivs;
@@ -210,13 +259,9 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
         // C holds its own partial sums between blocks of k.
         access.loadPartial = access.initC;
         access.storePartial = access.storeC;
-        // Runs after bufferization and its deallocation pass: free the
-        // packing scratch here.
-        Value scratch =
-            allocatePackedScratch(b, loc, size(nDim), size(kDim), shape);
+        // After bufferization: the packing scratch goes on the stack.
         emitGemm(b, loc, size(rowDim), size(nDim), size(kDim), staticN, shape,
-                 access, scratch, parallelPanels);
-        memref::DeallocOp::create(b, loc, scratch);
+                 access, /*scratch=*/Value(), parallelPanels);
       };
   DenseMap<unsigned, Value> ivs;
   nest(rewriter, loc, 0, ivs);

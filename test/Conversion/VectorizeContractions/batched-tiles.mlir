@@ -5,24 +5,30 @@
 // Attention scores q . kT batched over images x heads (kT [N, heads, dh, T]
 // made by the frontend, so B is contiguous along the output columns): the
 // microkernel per (image, head). With `parallel` and enough work the
-// batches run on threads, each with its own packing scratch (allocated and
-// freed inside the scf.parallel); the column blocks inside stay serial.
+// batches run on threads, each packing into a scratch on its own stack (a
+// memref.alloca per column block between llvm.intr.stacksave and
+// stackrestore; nothing from the heap); the column blocks inside stay serial.
 // 26 rows = 4 full tiles of 6 and one exact tile of 2 (no padded rows).
 // CHECK-LABEL: func.func @attention_scores
 // CHECK: scf.for
 // CHECK:   scf.for
-// CHECK:     memref.alloc
+// CHECK-NOT: memref.alloc(
+// CHECK:     llvm.intr.stacksave
+// CHECK:       memref.alloca() {alignment = 64 : i64} : memref<16x256x16xf32>
 // CHECK:     scf.for {{.*}} step %c6
 // CHECK-COUNT-12: vector.fma
 // CHECK:     scf.index_switch
 // CHECK:     case 2 {
 // CHECK-COUNT-4: vector.fma
-// CHECK:     memref.dealloc
+// CHECK-NOT: memref.dealloc
+// CHECK: return
 // PAR-LABEL: func.func @attention_scores
+// PAR-NOT: memref.alloc(
 // PAR: scf.parallel (%{{.*}}, %{{.*}}) = (%{{.*}}, %{{.*}}) to (%c8, %c6)
-// PAR:   memref.alloc
+// PAR:   llvm.intr.stacksave
+// PAR:     memref.alloca()
 // PAR-NOT: scf.parallel
-// PAR:   memref.dealloc
+// PAR-NOT: memref.dealloc
 // PAR: return
 func.func @attention_scores(%q: memref<8x26x6x64xf32>, %kt: memref<8x6x64x32xf32>,
                             %s: memref<8x6x26x32xf32>) {

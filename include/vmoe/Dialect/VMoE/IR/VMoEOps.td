@@ -833,8 +833,11 @@ def VMoE_UnpackPanelsOp : VMoE_Op<"unpack_panels", [Pure,
     microkernel streams its B operand in, so constant weights stored this
     way (packed once, at model load; docs/ModelFormat.md) need no repacking
     per call: `vmoe-fuse-experts` hands the panels of both expert weights
-    straight to `vmoe.fused_experts` (`weight_panels = L`); elsewhere the op
-    lowers to a transpose.
+    straight to `vmoe.fused_experts` (`weight_panels = L`), and
+    convert-vmoe-to-scf folds the op into the linalg contractions that read
+    it as their B operand (dense layers and dense MLPs: the contraction
+    reads `panels[..., n floordiv L, k, n mod L]` in place); elsewhere the
+    op lowers to a transpose.
 
     Rules: unpack_panels-C1 (panels rank >= 3, result rank one less, same
     leading dims and K), unpack_panels-C2 (`(P - 1) * L < N <= P * L` for P

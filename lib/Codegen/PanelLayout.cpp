@@ -1,0 +1,70 @@
+//===- PanelLayout.cpp - Weights stored as GEMM column panels ---*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "vmoe/Codegen/PanelLayout.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/AffineExpr.h"
+
+using namespace mlir;
+using namespace mlir::vmoe;
+
+AffineMap mlir::vmoe::getPanelOperandMap(AffineMap plain, int64_t width) {
+  ArrayRef<AffineExpr> results = plain.getResults();
+  assert(results.size() >= 2 && width > 0 && "a matrix operand");
+  SmallVector<AffineExpr> panel(results.drop_back(2));
+  AffineExpr k = results[results.size() - 2], n = results.back();
+  panel.push_back(n.floorDiv(width));
+  panel.push_back(k);
+  panel.push_back(n % width);
+  return AffineMap::get(plain.getNumDims(), plain.getNumSymbols(), panel,
+                        plain.getContext());
+}
+
+std::optional<PanelOperandMap>
+mlir::vmoe::matchPanelOperandMap(AffineMap map) {
+  ArrayRef<AffineExpr> results = map.getResults();
+  if (results.size() < 3)
+    return std::nullopt;
+  auto div = dyn_cast<AffineBinaryOpExpr>(results[results.size() - 3]);
+  auto mod = dyn_cast<AffineBinaryOpExpr>(results.back());
+  auto k = dyn_cast<AffineDimExpr>(results[results.size() - 2]);
+  if (!div || !mod || !k || div.getKind() != AffineExprKind::FloorDiv ||
+      mod.getKind() != AffineExprKind::Mod)
+    return std::nullopt;
+  auto n = dyn_cast<AffineDimExpr>(div.getLHS());
+  auto width = dyn_cast<AffineConstantExpr>(div.getRHS());
+  if (!n || !width || width.getValue() <= 0 || mod.getLHS() != n ||
+      mod.getRHS() != width)
+    return std::nullopt;
+  SmallVector<AffineExpr> plain(results.drop_back(3));
+  plain.push_back(k);
+  plain.push_back(n);
+  return PanelOperandMap{AffineMap::get(map.getNumDims(), map.getNumSymbols(),
+                                        plain, map.getContext()),
+                         width.getValue()};
+}
+
+Value mlir::vmoe::loadPanelVector(OpBuilder &b, Location loc, VectorType type,
+                                  Value panels, ValueRange lead, Value k,
+                                  Value n) {
+  auto panelsType = cast<MemRefType>(panels.getType());
+  int64_t rank = panelsType.getRank();
+  int64_t width = panelsType.getShape().back();
+  assert(!ShapedType::isDynamic(width) && "a static panel width");
+  Value widthValue = arith::ConstantIndexOp::create(b, loc, width);
+  Value lastPanel = arith::SubIOp::create(
+      b, loc, memref::DimOp::create(b, loc, panels, rank - 3),
+      arith::ConstantIndexOp::create(b, loc, 1));
+  Value panel = arith::MinSIOp::create(
+      b, loc, arith::DivUIOp::create(b, loc, n, widthValue), lastPanel);
+  Value lane = arith::RemUIOp::create(b, loc, n, widthValue);
+  SmallVector<Value> indices(lead);
+  indices.append({panel, k, lane});
+  return vector::LoadOp::create(b, loc, type, panels, indices);
+}

@@ -1,0 +1,100 @@
+// RUN: vmoe-opt %s -split-input-file -vmoe-vectorize-contractions | FileCheck %s
+// RUN: vmoe-opt %s -split-input-file \
+// RUN:   -vmoe-vectorize-contractions="vector-width=16 tile-rows=8 tile-vectors=3 parallel=true" \
+// RUN:   | FileCheck %s --check-prefix=WIDE
+
+// Constant weights packed once: B read through the panel map
+// (n floordiv 16, k, n mod 16) is streamed from the panels in place: no
+// packing scratch, no packing copy, every B vector a load of the panels at
+// [n / 16, k, n % 16] (the panel clamped to the last one for columns past
+// N, which are masked out of every store).
+// CHECK-LABEL: func.func @matmul_b_in_panels
+// CHECK-NOT: memref.alloc
+// CHECK: scf.for
+// CHECK:   arith.minsi
+// CHECK:   vector.load %{{.*}} : memref<3x32x16xf32>, vector<8xf32>
+// CHECK:   memref.load %{{.*}} : memref<8x32xf32>
+// CHECK:   vector.fma
+// CHECK-NOT: memref.alloc
+// CHECK-NOT: memref.dealloc
+// CHECK: return
+// WIDE-LABEL: func.func @matmul_b_in_panels
+// WIDE-NOT: memref.alloc
+// WIDE: vector.load %{{.*}} : memref<3x32x16xf32>, vector<16xf32>
+// WIDE-NOT: memref.alloc
+// WIDE: return
+#mk = affine_map<(m, k, n) -> (m, k)>
+#panels = affine_map<(m, k, n) -> (n floordiv 16, k, n mod 16)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+func.func @matmul_b_in_panels(%a: memref<8x32xf32>, %p: memref<3x32x16xf32>, %c: memref<8x48xf32>) {
+  linalg.generic {indexing_maps = [#mk, #panels, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %p : memref<8x32xf32>, memref<3x32x16xf32>) outs(%c : memref<8x48xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// N = 40 in 3 panels (the last one zero-padded past N): C is masked, B is
+// not. The panels of a batched (expert) matmul carry the batch dim first.
+// CHECK-LABEL: func.func @expert_matmul_b_in_panels
+// CHECK-NOT: memref.alloc
+// CHECK: vector.create_mask
+// CHECK: vector.load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] : memref<2x3x32x16xf32>, vector<8xf32>
+// CHECK: vector.maskedstore
+// CHECK-NOT: memref.alloc
+// CHECK: return
+#in = affine_map<(e, g, b, k, n) -> (e, g, b, k)>
+#w = affine_map<(e, g, b, k, n) -> (e, n floordiv 16, k, n mod 16)>
+#out = affine_map<(e, g, b, k, n) -> (e, g, b, n)>
+func.func @expert_matmul_b_in_panels(%x: memref<2x1x5x32xf32>, %p: memref<2x3x32x16xf32>, %c: memref<2x1x5x40xf32>) {
+  linalg.generic {indexing_maps = [#in, #w, #out],
+                  iterator_types = ["parallel", "parallel", "parallel", "reduction", "parallel"]}
+      ins(%x, %p : memref<2x1x5x32xf32>, memref<2x3x32x16xf32>) outs(%c : memref<2x1x5x40xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Left alone: a plain B (activations, e.g. attention's kT) is still packed
+// per call, into a scratch on the stack; panels of 8 floats cannot feed 16-lane vectors
+// (16 lanes: the generic stays for convert-linalg-to-loops).
+// CHECK-LABEL: func.func @plain_b_and_narrow_panels
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<16x256x16xf32>
+// CHECK-NOT: linalg.generic
+// CHECK: return
+// WIDE-LABEL: func.func @plain_b_and_narrow_panels
+// WIDE: memref.alloca() {alignment = 64 : i64} : memref<5x256x48xf32>
+// WIDE: linalg.generic
+// WIDE-SAME: ins(%{{.*}}, %{{.*}} : memref<4x32xf32>, memref<2x32x8xf32>)
+#mk = affine_map<(m, k, n) -> (m, k)>
+#kn = affine_map<(m, k, n) -> (k, n)>
+#panels8 = affine_map<(m, k, n) -> (n floordiv 8, k, n mod 8)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+func.func @plain_b_and_narrow_panels(%a: memref<4x32xf32>, %b: memref<32x16xf32>, %c: memref<4x16xf32>,
+                                     %p: memref<2x32x8xf32>, %d: memref<4x16xf32>) {
+  linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %b : memref<4x32xf32>, memref<32x16xf32>) outs(%c : memref<4x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#mk, #panels8, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %p : memref<4x32xf32>, memref<2x32x8xf32>) outs(%d : memref<4x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
