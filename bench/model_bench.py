@@ -4,7 +4,7 @@
     /usr/bin/python3 bench/model_bench.py [--vmoe-compile build/bin/vmoe-compile]
         [--models s32,digits] [--threads 1,2] [--capacities 1.05,0.5]
         [--batches N] [--repeats 5] [--json FILE] [--workdir DIR]
-        [--baseline-vmoe-compile PATH]
+        [--baseline-vmoe-compile PATH] [--rounds R]
 
 For each model: writes the description and random weights (or uses
 examples/digits), random PNG images, compiles the executable, checks that
@@ -16,7 +16,9 @@ and capacity ratio C, each in a fresh child process: the executable's
 (normalized tensors prepared before timing). Reports median images/s and
 the ratio compiled / torch of the same run. With --baseline-vmoe-compile,
 the executable built by that compiler (e.g. of an older commit) is timed
-next to them ("before"), for before/after ratios within one run.
+next to them ("before"), for before/after ratios within one run; with
+--rounds R every implementation is timed R times round-robin and the
+medians are reported (a shared machine's load hits all of them alike).
 
 Models: `s32` is V-MoE-S/32 shaped (224x224 RGB, patch 32, D 512, depth 8,
 8 heads, H 2048, MoE every 2nd block, E 32, k 2, BPR, 8 images per routing
@@ -224,11 +226,27 @@ def bench_model(name, args):
             raise SystemExit(f"model_bench: no bench line in {out!r}")
         return float(match.group(1))
 
+    def torch_images_per_s(threads, capacity):
+        out = run(child[:-6] + [
+            "--repeats", str(args.repeats), "--warmup", "1",
+            "--capacity", str(capacity), "--threads", str(threads)],
+            env=thread_env(threads, torch=True))
+        return json.loads(out.splitlines()[-1])["images_per_s"]
+
     for threads in args.threads:
         for capacity in args.capacities:
-            compiled = images_per_s(exe, threads, capacity)
-            previous = images_per_s(before, threads, capacity) \
-                if before else None
+            # Round-robin rounds, so that load from other processes hits
+            # every implementation alike; medians over the rounds.
+            times = {"vmoe": [], "torch": [], "before": []}
+            for _ in range(args.rounds):
+                times["vmoe"].append(images_per_s(exe, threads, capacity))
+                if before:
+                    times["before"].append(
+                        images_per_s(before, threads, capacity))
+                times["torch"].append(torch_images_per_s(threads, capacity))
+            compiled = float(np.median(times["vmoe"]))
+            reference = float(np.median(times["torch"]))
+            previous = float(np.median(times["before"])) if before else None
             stats = run([exe, "--weights", weights, "--image-list",
                          image_list, "--quiet", "--stats",
                          "--capacity-ratio", str(capacity)])
@@ -236,17 +254,13 @@ def bench_model(name, args):
                       re.findall(r"dropped (\d+)/(\d+)", stats)]
             dropped = sum(a for a, _ in counts) / max(
                 1, sum(b for _, b in counts))
-            torch_out = run(child[:-6] + [
-                "--repeats", str(args.repeats), "--warmup", "1",
-                "--capacity", str(capacity), "--threads", str(threads)],
-                env=thread_env(threads, torch=True))
-            reference = json.loads(torch_out.splitlines()[-1])["images_per_s"]
             rows.append({"model": name, "threads": threads, "C": capacity,
                          "vmoe_images_per_s": compiled,
                          "torch_images_per_s": reference,
                          "dropped_fraction": dropped,
                          "logits_max_abs_diff": diff,
-                         "before_images_per_s": previous})
+                         "before_images_per_s": previous,
+                         "rounds": times})
             print(f"{name:<8}{threads:>8}{capacity:>6g}{100 * dropped:>8.1f}%"
                   f"{compiled:>12.1f}"
                   f"{reference:>13.1f}{compiled / reference:>11.2f}x"
@@ -274,6 +288,9 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", help="write the rows here")
     parser.add_argument("--workdir", help="keep the work files here")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="time every implementation this many times, "
+                        "round-robin; report the medians")
     parser.add_argument("--baseline-vmoe-compile",
                         help="also time the executable this vmoe-compile "
                         "builds (before/after in one run)")
