@@ -607,7 +607,7 @@ def moe_forward(x, router, w1, b1, w2, b2, *, k, num_experts, capacity_ratio,
                 routing="vanilla", score="max", capacity_rule="round",
                 multiple_of=1, activation="gelu_tanh", order="softmax_topk",
                 normalize=False, noise=None, noise_std=1.0, capacity=None,
-                valid=None):
+                valid=None, precision="f32"):
     """One MoE layer on x [G,S,D]; the batched twin of ops.moe_layer.
 
     Same arguments and result dict as ops.moe_layer (gates, ids, weights,
@@ -615,6 +615,8 @@ def moe_forward(x, router, w1, b1, w2, b2, *, k, num_experts, capacity_ratio,
     ([G,S,E] standard normal, training only) is given; its std is
     noise_std/E. `capacity` (an int) fixes B instead of capacity_ratio.
     `valid` ([G,S] bool) masks tokens out of routing (dispatch_slots).
+    `precision` "bf16": the expert MLPs as ops.expert_ffn computes them in
+    bf16 (routing stays f32).
     """
     S = x.shape[1]
     if noise is None:
@@ -635,7 +637,7 @@ def moe_forward(x, router, w1, b1, w2, b2, *, k, num_experts, capacity_ratio,
                                        capacity_rule, multiple_of)
     slots = dispatch_slots(ids, priority, num_experts, B, valid)
     buffers = gather_buffers(x, ids, slots, num_experts, B)
-    y = ops.expert_ffn(buffers, w1, b1, w2, b2, activation)
+    y = ops.expert_ffn(buffers, w1, b1, w2, b2, activation, precision)
     out = ops.combine(y, ids, slots, weights)
     result = {"gates": gates, "ids": ids, "weights": weights,
               "order": priority, "slots": slots, "buffers": buffers, "y": y,
@@ -746,6 +748,8 @@ class MoE(nn.Module):
         self.b1 = nn.Parameter(torch.zeros(E, hidden))
         self.w2 = _xavier(E, hidden, dim)
         self.b2 = nn.Parameter(torch.zeros(E, dim))
+        # Number format of the expert MLPs (set_expert_precision).
+        self.precision = "f32"
 
     def forward(self, x, tokens_per_group, routing, score, capacity_ratio,
                 valid_images=None):
@@ -777,10 +781,21 @@ class MoE(nn.Module):
             capacity_rule=cfg.get("capacity_rule", "round"),
             multiple_of=cfg.get("multiple_of", 1), activation=cfg["activation"],
             order=cfg["order"], normalize=cfg["normalize"], noise=noise,
-            capacity=cfg.get("capacity"), valid=valid)
+            capacity=cfg.get("capacity"), valid=valid,
+            precision=self.precision)
         result["valid"] = valid
         result["routing"] = routing
         return result["out"].reshape(N, T, D), result
+
+
+def set_expert_precision(net, precision):
+    """Computes the expert MLPs of every token choice MoE layer of `net` in
+    `precision` ("f32" or "bf16", as `vmoe-compile --precision`)."""
+    if precision not in ("f32", "bf16"):
+        raise ValueError(f"unknown precision {precision!r}")
+    for module in net.modules():
+        if type(module) is MoE:
+            module.precision = precision
 
 
 class ExpertChoiceMoE(MoE):

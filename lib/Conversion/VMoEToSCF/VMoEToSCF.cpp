@@ -86,8 +86,10 @@ struct ConvertVMoEToSCFPass
     if (failed(checkElementTypes(getOperation())))
       return signalPassFailure();
     RewritePatternSet patterns(ctx);
+    // vdpbf16ps exists for 4, 8 and 16 f32 lanes.
+    bool dot = bf16Dot && (lanes == 4 || lanes == 8 || lanes == 16);
     populateVMoEToSCFConversionPatterns(
-        patterns, MicrokernelShape{tileRows, tileVectors, lanes});
+        patterns, MicrokernelShape{tileRows, tileVectors, lanes, dot});
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();
