@@ -52,8 +52,9 @@ that compiled and torch routing agree slot for slot.
 
 Checks (exit status 1 on failure): compiled routing slots equal torch's;
 fused vs unfused output max relative error < 1e-5; every torch style vs
-fused < 1e-4; the bf16 rows vs fused < 3e-2 (bf16 rounding of weights and
-rows: 2^-8 relative per product, summed with cancellation). The relative error is check_layers' measure,
+fused < 1e-4; the bf16 rows vs fused < 6e-2 (bf16 rounding of weights and
+rows: up to 2^-8 relative per product; measured 2.1e-2 for vmoe bf16 and
+2.8e-2 for torch bf16, which also rounds its GEMM outputs to bf16). The relative error is check_layers' measure,
 max |a - b| / (|b| + 0.1 * max|b|). Tool failures exit with status 2. One
 error line is printed in both cases.
 """
@@ -130,7 +131,7 @@ IMPLEMENTATIONS = (*PIPELINES, *TORCH_STYLES, *TORCH_BF16_STYLES, ROOFLINE)
 
 FUSED_VS_UNFUSED_RTOL = 1e-5
 TORCH_VS_FUSED_RTOL = 1e-4
-BF16_VS_FUSED_RTOL = 3e-2
+BF16_VS_FUSED_RTOL = 6e-2
 _ERROR_FLOOR = 0.1
 # Distinct gates of a token, or BPR scores of a group, closer than this
 # (relative, in float64) could be ordered differently by f32 kernels.
