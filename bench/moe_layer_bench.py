@@ -24,6 +24,8 @@ times, each in a fresh child process:
                   runtime's layout), rows rounded to bf16, f32
                   accumulation with vdpbf16ps when the host has
                   AVX512_BF16 (`bf16-dot=true`), else shift + fma
+  vmoe bf16 shift only on hosts with AVX512_BF16: the same with
+                  `bf16-dot=false`, the shift + fma code other CPUs get
   torch tutel     routing with vectorized torch ops (cumsum slots), rows
                   gathered into [E, G*B, D], baddbmm + gelu + baddbmm,
                   index_add_ of the weighted rows back
@@ -115,11 +117,14 @@ PIPELINES = {
     "vmoe bf16": "vmoe-lower-to-cpu{parallel=true vector-width=%d "
                  "bf16-dot=" + ("true" if BF16_DOT else "false") + "}",
 }
+if BF16_DOT:
+    PIPELINES["vmoe bf16 shift"] = ("vmoe-lower-to-cpu{parallel=true "
+                                    "vector-width=%d bf16-dot=false}")
 PIPELINES = {k: v % VECTOR_WIDTH for k, v in PIPELINES.items()}
 # Rows whose expert weights arrive in the GEMM panel layout (packed once),
 # as f32 or as bf16 pairs.
 PACKED = ("vmoe fused",)
-BF16_PACKED = ("vmoe bf16",)
+BF16_PACKED = tuple(p for p in PIPELINES if p.startswith("vmoe bf16"))
 PANEL_WIDTH = 16  # kWeightPanelWidth of the frontend
 TORCH_STYLES = ("torch tutel", "torch einsum", "torch loop")
 TORCH_BF16_STYLES = ("torch bf16",)
