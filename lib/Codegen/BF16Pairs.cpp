@@ -62,8 +62,8 @@ Value BF16PairProducts::roundToPairs(OpBuilder &b, Location loc,
       arith::AddIOp::create(b, loc, bits,
                             arith::AddIOp::create(b, loc, lsb, splat(0x7FFF))),
       splat(16));
-  Value isNaN = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO,
-                                      values, values);
+  Value isNaN =
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, values, values);
   Value quiet = arith::OrIOp::create(b, loc, high, splat(0x40));
   Value halves = arith::TruncIOp::create(
       b, loc, VectorType::get({2 * lanes}, b.getI16Type()),

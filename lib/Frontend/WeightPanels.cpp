@@ -83,8 +83,7 @@ bool mlir::vmoe::frontend::isPanelPackedWeight(const ModelDescription &model,
   if (isBF16PanelWeight(model, options, name, shape))
     return true;
   return isPackableExpertKernel(model, options, name, shape) &&
-         shape[1] % kWeightPanelWidth == 0 &&
-         shape[2] % kWeightPanelWidth == 0;
+         shape[1] % kWeightPanelWidth == 0 && shape[2] % kWeightPanelWidth == 0;
 }
 
 /// The expert kernel `name` [E, K, N]: from its panels when stored packed.

@@ -428,8 +428,9 @@ int main(int argc, char **argv) {
     pipeline.parallel = parallel;
     pipeline.expertParallel = expertParallel;
     const llvm::MCSubtargetInfo &cpu = *(*machine)->getMCSubtargetInfo();
-    pipeline.vectorWidth =
-        vectorWidth ? vectorWidth : cpu.checkFeatures("+avx512f") ? 16 : 8;
+    pipeline.vectorWidth = vectorWidth                     ? vectorWidth
+                           : cpu.checkFeatures("+avx512f") ? 16
+                                                           : 8;
     // vdpbf16ps on 512-bit vectors needs AVX512_BF16, on 256 or 128 bits
     // AVX512VL too; elsewhere bf16 products take the shift + fma path.
     pipeline.bf16Dot =

@@ -35,11 +35,9 @@ struct BF16PairProducts {
   Value roundToPairs(OpBuilder &b, Location loc, Value values) const;
   /// The operands one vector of pairs (vector<lanes x i32>) of B gives:
   /// the bf16 vector for the dot, else its even and odd k as f32 vectors.
-  SmallVector<Value, 2> prepareB(OpBuilder &b, Location loc,
-                                 Value pairs) const;
+  SmallVector<Value, 2> prepareB(OpBuilder &b, Location loc, Value pairs) const;
   /// The operands one pair (i32) of A gives, broadcast to all lanes.
-  SmallVector<Value, 2> prepareA(OpBuilder &b, Location loc,
-                                 Value pair) const;
+  SmallVector<Value, 2> prepareA(OpBuilder &b, Location loc, Value pair) const;
   /// acc + a[even] * b[even] + a[odd] * b[odd], per lane.
   Value update(OpBuilder &b, Location loc, Value acc, ArrayRef<Value> a,
                ArrayRef<Value> bOperands) const;

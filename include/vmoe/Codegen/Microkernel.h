@@ -58,12 +58,10 @@ struct GemmAccessors {
   /// in its high 16 bits (BF16Pairs.h); lanes past the last column may hold
   /// anything. The GEMM then steps over k pairs and multiplies bf16 values
   /// exactly, accumulating in f32; loadA, loadB and loadPackedB are unused.
-  std::function<Value(OpBuilder &, Location, Value pair, Value n)>
-      loadBPairs;
+  std::function<Value(OpBuilder &, Location, Value pair, Value n)> loadBPairs;
   /// A[row, 2j .. 2j + 1] as one i32 word of two bf16 (the high half 0
   /// past k).
-  std::function<Value(OpBuilder &, Location, Value row, Value pair)>
-      loadAPair;
+  std::function<Value(OpBuilder &, Location, Value row, Value pair)> loadAPair;
   /// The accumulator C[row, n ..) starts from: zeros, or the current C.
   std::function<Value(OpBuilder &, Location, Value row, Value n, Value mask)>
       initC;

@@ -322,11 +322,10 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
     Value scratchDown;
     if (bf16Pairs) {
       // The activated hidden rows as bf16 pairs.
-      Value hiddenPairs = packRowPairs(
-          b, loc, rows, maxRows, h, hidden,
-          [&](OpBuilder &b, Location loc, Value row) -> SmallVector<Value> {
-            return {row};
-          });
+      Value hiddenPairs =
+          packRowPairs(b, loc, rows, maxRows, h, hidden,
+                       [&](OpBuilder &b, Location loc,
+                           Value row) -> SmallVector<Value> { return {row}; });
       setPairLoaders(down, ex, w2, hiddenPairs, *panelWidth, vectorType);
     } else if (panelWidth)
       down.loadPackedB = panelLoader(ex, w2, *panelWidth, vectorType);
@@ -360,52 +359,51 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
   /// rounded to bf16 pairs, the high half 0 past k; row r is
   /// source[prefix(r)..., 0 .. k). Vectorized: 2 x lanes values (lanes
   /// pairs) per step, masked past k.
-  Value packRowPairs(
-      OpBuilder &b, Location loc, Value rows, Value maxRows, Value k,
-      Value source,
-      function_ref<SmallVector<Value>(OpBuilder &, Location, Value)> prefix)
-      const {
+  Value
+  packRowPairs(OpBuilder &b, Location loc, Value rows, Value maxRows, Value k,
+               Value source,
+               function_ref<SmallVector<Value>(OpBuilder &, Location, Value)>
+                   prefix) const {
     int64_t lanes = shape.lanes;
     Value two = indexConst(b, loc, 2);
     Value words = arith::CeilDivUIOp::create(b, loc, k, two);
     auto type = MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
                                 b.getI32Type());
-    Value pairs = memref::AllocOp::create(b, loc, type,
-                                          ValueRange{maxRows, words},
-                                          b.getI64IntegerAttr(64));
+    Value pairs = memref::AllocOp::create(
+        b, loc, type, ValueRange{maxRows, words}, b.getI64IntegerAttr(64));
     auto valuesType = VectorType::get({2 * lanes}, b.getF32Type());
     auto maskType = [&](int64_t n) {
       return VectorType::get({n}, b.getI1Type());
     };
     Value step = indexConst(b, loc, lanes);
-    buildLoop(b, loc, rows, {},
-              [&](OpBuilder &b, Location loc, Value row,
-                  ValueRange) -> SmallVector<Value> {
-                SmallVector<Value> base = prefix(b, loc, row);
-                scf::ForOp::create(
-                    b, loc, indexConst(b, loc, 0), words, step, ValueRange{},
-                    [&](OpBuilder &b, Location loc, Value j, ValueRange) {
-                      Value first = arith::MulIOp::create(b, loc, j, two);
-                      Value left = arith::SubIOp::create(b, loc, k, first);
-                      Value valuesMask = vector::CreateMaskOp::create(
-                          b, loc, maskType(2 * lanes), ValueRange{left});
-                      Value wordsMask = vector::CreateMaskOp::create(
-                          b, loc, maskType(lanes),
-                          ValueRange{arith::CeilDivUIOp::create(b, loc, left,
-                                                                two)});
-                      SmallVector<Value> at = base;
-                      at.push_back(first);
-                      // Lanes past k read 0: an odd k's last high half.
-                      Value values = loadVector(b, loc, valuesType, source,
-                                                at, valuesMask);
-                      Value packed =
-                          BF16PairProducts{shape.bf16Dot, lanes}.roundToPairs(
-                              b, loc, values);
-                      storeVector(b, loc, packed, pairs, {row, j}, wordsMask);
-                      scf::YieldOp::create(b, loc);
-                    });
-                return {};
+    buildLoop(
+        b, loc, rows, {},
+        [&](OpBuilder &b, Location loc, Value row,
+            ValueRange) -> SmallVector<Value> {
+          SmallVector<Value> base = prefix(b, loc, row);
+          scf::ForOp::create(
+              b, loc, indexConst(b, loc, 0), words, step, ValueRange{},
+              [&](OpBuilder &b, Location loc, Value j, ValueRange) {
+                Value first = arith::MulIOp::create(b, loc, j, two);
+                Value left = arith::SubIOp::create(b, loc, k, first);
+                Value valuesMask = vector::CreateMaskOp::create(
+                    b, loc, maskType(2 * lanes), ValueRange{left});
+                Value wordsMask = vector::CreateMaskOp::create(
+                    b, loc, maskType(lanes),
+                    ValueRange{arith::CeilDivUIOp::create(b, loc, left, two)});
+                SmallVector<Value> at = base;
+                at.push_back(first);
+                // Lanes past k read 0: an odd k's last high half.
+                Value values =
+                    loadVector(b, loc, valuesType, source, at, valuesMask);
+                Value packed =
+                    BF16PairProducts{shape.bf16Dot, lanes}.roundToPairs(b, loc,
+                                                                        values);
+                storeVector(b, loc, packed, pairs, {row, j}, wordsMask);
+                scf::YieldOp::create(b, loc);
               });
+          return {};
+        });
     return pairs;
   }
 
@@ -414,8 +412,8 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
                              Value aPairs, int64_t width,
                              VectorType vectorType) {
     auto words = panelLoader(ex, w, width, vectorType);
-    auto intType = VectorType::get(vectorType.getShape(),
-                                   IntegerType::get(vectorType.getContext(), 32));
+    auto intType = VectorType::get(
+        vectorType.getShape(), IntegerType::get(vectorType.getContext(), 32));
     access.loadBPairs = [=](OpBuilder &b, Location loc, Value pair, Value n) {
       return Value(
           vector::BitCastOp::create(b, loc, intType, words(b, loc, pair, n)));

@@ -89,8 +89,8 @@ struct UnpackPanelsOpLowering : OpConversionPattern<UnpackPanelsOp> {
               indexConst(b, loc, 0));
           Value high = arith::AndIOp::create(
               b, loc, word,
-              arith::ConstantIntOp::create(
-                       b, loc, i32, static_cast<int32_t>(0xFFFF0000)));
+              arith::ConstantIntOp::create(b, loc, i32,
+                                           static_cast<int32_t>(0xFFFF0000)));
           Value low = arith::ShLIOp::create(
               b, loc, word, arith::ConstantIntOp::create(b, loc, i32, 16));
           Value bits = arith::SelectOp::create(b, loc, odd, high, low);

@@ -299,8 +299,9 @@ readTensor(const json::Value &value, std::string path, std::string &error) {
       if (!storage)
         return std::nullopt;
       if (*storage != "f32" && *storage != "bf16_pairs") {
-        reader.fail("panel_storage", "must be \"f32\" or \"bf16_pairs\", "
-                                     "got \"" + *storage + "\"");
+        std::string got = "\"" + storage->str() + "\"";
+        reader.fail("panel_storage",
+                    "must be \"f32\" or \"bf16_pairs\", got " + got);
         return std::nullopt;
       }
       tensor.bf16Pairs = *storage == "bf16_pairs";
@@ -311,10 +312,10 @@ readTensor(const json::Value &value, std::string path, std::string &error) {
     if (tensor.bf16Pairs && rank2) {
       tensor.panelWidth = *width;
       if (bf16PanelWords(tensor) > tensor.numElements) {
-        reader.fail("panel_storage",
-                    "bf16 pair panels of width " + Twine(*width) +
-                        " do not fit the tensor's " +
-                        Twine(tensor.numElements) + " floats");
+        std::string size = std::to_string(tensor.numElements);
+        reader.fail("panel_storage", "bf16 pair panels of width " +
+                                         Twine(*width) + " do not fit the " +
+                                         size + " floats of the tensor");
         return std::nullopt;
       }
     } else if (!rank2 || tensor.shape.back() % *width != 0) {

@@ -323,12 +323,11 @@ llvm::Error vmoe::runtime::loadSafetensors(StringRef path,
     // The manifest bounds tensor.numElements, so this cannot overflow.
     uint64_t bytesNeeded = byteSize(tensor.shape, entry->bf16).value_or(0);
     if (entry->end - entry->begin != bytesNeeded)
-      return reader.fail("tensor '" + name + "' has data_offsets [" +
-                         Twine(entry->begin) + ", " + Twine(entry->end) +
-                         "] (" + Twine(entry->end - entry->begin) +
-                         " bytes), expected " + Twine(bytesNeeded) +
-                         " bytes for " + (entry->bf16 ? "BF16 " : "F32 ") +
-                         formatShape(tensor.shape));
+      return reader.fail(
+          "tensor '" + name + "' has data_offsets [" + Twine(entry->begin) +
+          ", " + Twine(entry->end) + "] (" + Twine(entry->end - entry->begin) +
+          " bytes), expected " + Twine(bytesNeeded) + " bytes for " +
+          (entry->bf16 ? "BF16 " : "F32 ") + formatShape(tensor.shape));
     checked.push_back({name, &tensor, std::move(*entry)});
   }
   if (llvm::Error e = checkCoverage(reader, checked, dataSize))
