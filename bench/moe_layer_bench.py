@@ -18,6 +18,14 @@ times, each in a fresh child process:
                   them into panels on every call (the code before weights
                   were packed once)
   vmoe unfused    `vmoe-lower-to-cpu{parallel=true fuse=false}`
+  vmoe bf16       `vmoe-compile --precision=bf16`'s layer: the fused
+                  pipeline on expert weights packed once as bf16 pair
+                  panels (vmoe.unpack_panels {storage = bf16_pairs}, the
+                  runtime's layout), rows rounded to bf16, f32
+                  accumulation with vdpbf16ps when the host has
+                  AVX512_BF16 (`bf16-dot=true`), else shift + fma
+  vmoe bf16 shift only on hosts with AVX512_BF16: the same with
+                  `bf16-dot=false`, the shift + fma code other CPUs get
   torch tutel     routing with vectorized torch ops (cumsum slots), rows
                   gathered into [E, G*B, D], baddbmm + gelu + baddbmm,
                   index_add_ of the weighted rows back
@@ -25,6 +33,10 @@ times, each in a fresh child process:
                   tensors [G, S, E, B], einsum dispatch, MLP and combine
   torch loop      per expert: index_select its tokens, two torch.addmm,
                   index_add_ back
+  torch bf16      the tutel style with the expert GEMMs in bf16 (weights
+                  converted once before timing, rows and hidden converted
+                  per call, torch.bmm in bf16, bias and gelu in f32);
+                  routing in f32 as in vmoe bf16
   sgemm roofline  torch.matmul (OpenBLAS) of the same expert FLOPs as one
                   large GEMM pair [E*G*B, D] x [D, H], [E*G*B, H] x [H, D]
 
@@ -42,7 +54,9 @@ that compiled and torch routing agree slot for slot.
 
 Checks (exit status 1 on failure): compiled routing slots equal torch's;
 fused vs unfused output max relative error < 1e-5; every torch style vs
-fused < 1e-4. The relative error is check_layers' measure,
+fused < 1e-4; the bf16 rows vs fused < 6e-2 (bf16 rounding of weights and
+rows: up to 2^-8 relative per product; measured 2.1e-2 for vmoe bf16 and
+2.8e-2 for torch bf16, which also rounds its GEMM outputs to bf16). The relative error is check_layers' measure,
 max |a - b| / (|b| + 0.1 * max|b|). Tool failures exit with status 2. One
 error line is printed in both cases.
 """
@@ -81,29 +95,40 @@ SIZES = {
     "b-g1": dict(G=1, S=400, D=768, H=3072, E=8, k=2, C=1.05),
 }
 
-def _host_has_avx512():
+def _host_has(flag):
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("flags"):
-                    return "avx512f" in line.split()
+                    return flag in line.split()
     except OSError:
         pass
     return False
 
 
-VECTOR_WIDTH = 16 if _host_has_avx512() else 8
+VECTOR_WIDTH = 16 if _host_has("avx512f") else 8
+# vdpbf16ps for the bf16 row, as vmoe-compile decides from the target.
+BF16_DOT = _host_has("avx512_bf16") and (
+    VECTOR_WIDTH == 16 or _host_has("avx512vl"))
 PIPELINES = {
     "vmoe fused": "vmoe-lower-to-cpu{parallel=true vector-width=%d}",
     "vmoe repack": "vmoe-lower-to-cpu{parallel=true vector-width=%d}",
     "vmoe unfused":
         "vmoe-lower-to-cpu{parallel=true fuse=false vector-width=%d}",
+    "vmoe bf16": "vmoe-lower-to-cpu{parallel=true vector-width=%d "
+                 "bf16-dot=" + ("true" if BF16_DOT else "false") + "}",
 }
+if BF16_DOT:
+    PIPELINES["vmoe bf16 shift"] = ("vmoe-lower-to-cpu{parallel=true "
+                                    "vector-width=%d bf16-dot=false}")
 PIPELINES = {k: v % VECTOR_WIDTH for k, v in PIPELINES.items()}
-# Rows whose expert weights arrive in the GEMM panel layout (packed once).
+# Rows whose expert weights arrive in the GEMM panel layout (packed once),
+# as f32 or as bf16 pairs.
 PACKED = ("vmoe fused",)
+BF16_PACKED = tuple(p for p in PIPELINES if p.startswith("vmoe bf16"))
 PANEL_WIDTH = 16  # kWeightPanelWidth of the frontend
 TORCH_STYLES = ("torch tutel", "torch einsum", "torch loop")
+TORCH_BF16_STYLES = ("torch bf16",)
 # Optional peers run by another Python with PyTorch 2.x (--peer-python,
 # scripts/bench_peers.sh): the tutel style eager and under torch.compile;
 # and the layer in JAX under XLA:CPU (bench/jax_moe.py) where that Python
@@ -111,10 +136,11 @@ TORCH_STYLES = ("torch tutel", "torch einsum", "torch loop")
 PEER_STYLES = ("torch2 tutel", "torch2 compile")
 JAX_STYLE = "jax xla"
 ROOFLINE = "sgemm roofline"
-IMPLEMENTATIONS = (*PIPELINES, *TORCH_STYLES, ROOFLINE)
+IMPLEMENTATIONS = (*PIPELINES, *TORCH_STYLES, *TORCH_BF16_STYLES, ROOFLINE)
 
 FUSED_VS_UNFUSED_RTOL = 1e-5
 TORCH_VS_FUSED_RTOL = 1e-4
+BF16_VS_FUSED_RTOL = 6e-2
 _ERROR_FLOOR = 0.1
 # Distinct gates of a token, or BPR scores of a group, closer than this
 # (relative, in float64) could be ordered differently by f32 kernels.
@@ -198,12 +224,28 @@ def pack_panels(w, width=PANEL_WIDTH):
         w.reshape(E, K, N // width, width).transpose(0, 2, 1, 3))
 
 
+def pack_bf16_pairs(w, width=PANEL_WIDTH):
+    """[E, K, N] f32 -> [E, N/L, K/2, L] f32 words of bf16 pairs (K even):
+    word [e, n / L, j, n % L] holds bf16(w[e, 2j, n]) in its low and
+    bf16(w[e, 2j + 1, n]) in its high 16 bits, rounded to nearest even
+    (vmoe.unpack_panels {storage = bf16_pairs}, the runtime's
+    BF16Panels.cpp)."""
+    E, K, N = w.shape
+    bits = w.astype(np.float32).view(np.uint32).astype(np.uint64)
+    bf16 = (((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF).astype(
+        np.uint32)
+    words = bf16[:, 0::2, :] | (bf16[:, 1::2, :] << 16)      # [E, K/2, N]
+    words = words.reshape(E, K // 2, N // width, width).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(words).view(np.float32)
+
+
 # -------------------------------------------------------------------- MLIR
 
-def emit_mlir(size, B, packed=False):
+def emit_mlir(size, B, packed=False, bf16=False):
     """`@moe_layer` (the whole layer, out in destination-passing style) and
     `@moe_routing` (route + bpr_sort + assign_slots: slots and fill). With
-    `packed`, w1 and w2 arrive in the panel layout of pack_panels."""
+    `packed`, w1 and w2 arrive in the panel layout of pack_panels; with
+    `bf16` too, as the bf16 pair panels of pack_bf16_pairs."""
     G, S, D, H, E, k = (size[n] for n in "GSDHEk")
     L = PANEL_WIDTH
     t_x, m_x = f"tensor<{G}x{S}x{D}xf32>", f"memref<{G}x{S}x{D}xf32>"
@@ -220,11 +262,14 @@ def emit_mlir(size, B, packed=False):
     unpack = ""
     arg_types = list(w_types)
     if packed:
-        arg_types[0] = f"tensor<{E}x{H // L}x{D}x{L}xf32>"
-        arg_types[2] = f"tensor<{E}x{D // L}x{H}x{L}xf32>"
+        rows1, rows2 = (D // 2, H // 2) if bf16 else (D, H)
+        storage = (" {storage = #vmoe.panel_storage<bf16_pairs>}" if bf16
+                   else "")
+        arg_types[0] = f"tensor<{E}x{H // L}x{rows1}x{L}xf32>"
+        arg_types[2] = f"tensor<{E}x{D // L}x{rows2}x{L}xf32>"
         unpack = f"""\
-  %w1 = vmoe.unpack_panels %w1p : {arg_types[0]} -> {w_types[0]}
-  %w2 = vmoe.unpack_panels %w2p : {arg_types[2]} -> {w_types[2]}
+  %w1 = vmoe.unpack_panels %w1p{storage} : {arg_types[0]} -> {w_types[0]}
+  %w2 = vmoe.unpack_panels %w2p{storage} : {arg_types[2]} -> {w_types[2]}
 """
     w1_arg, w2_arg = ("%w1p", "%w2p") if packed else ("%w1", "%w2")
     routing = f"""\
@@ -363,6 +408,29 @@ def moe_tutel(x, router, w1, b1, w2, b2, k, B):
     return out.view(G, S, D)
 
 
+def moe_tutel_bf16(x, router, w1, b1, w2, b2, k, B):
+    """moe_tutel with the expert GEMMs in bf16: w1, w2 arrive in bf16; the
+    gathered rows and the hidden rows are converted per call; routing,
+    biases and gelu in f32."""
+    import torch
+    import torch.nn.functional as F
+    G, S, D = x.shape
+    E = w1.shape[0]
+    token, expert, slot, weight, group = _kept_choices(
+        *torch_routing(x, router, k, B))
+    row = (expert * G + group) * B + slot
+    x_flat = x.reshape(G * S, D)
+    buffers = x.new_zeros(E * G * B, D)
+    buffers.index_copy_(0, row, x_flat.index_select(0, token))
+    h = torch.bmm(buffers.view(E, G * B, D).to(torch.bfloat16), w1)
+    h = F.gelu(h.float() + b1.unsqueeze(1), approximate="tanh")
+    y = torch.bmm(h.to(torch.bfloat16), w2).float() + b2.unsqueeze(1)
+    y = y.view(E * G * B, D)
+    out = x.new_zeros(G * S, D)
+    out.index_add_(0, token, y.index_select(0, row) * weight.unsqueeze(1))
+    return out.view(G, S, D)
+
+
 def moe_einsum(x, router, w1, b1, w2, b2, k, B):
     """GShard / vmoe-like: dense [G, S, E, B] dispatch and combine tensors."""
     import torch
@@ -409,7 +477,8 @@ def moe_loop(x, router, w1, b1, w2, b2, k, B):
 
 
 _TORCH_FUNCTIONS = {"torch tutel": moe_tutel, "torch einsum": moe_einsum,
-                    "torch loop": moe_loop, "torch2 tutel": moe_tutel,
+                    "torch loop": moe_loop, "torch bf16": moe_tutel_bf16,
+                    "torch2 tutel": moe_tutel,
                     "torch2 compile": moe_tutel}
 
 
@@ -462,6 +531,9 @@ def _compiled_child(job, inputs):
     if job["impl"] in PACKED:  # once, as the model runtime does at load
         inputs = dict(inputs, w1=pack_panels(inputs["w1"]),
                       w2=pack_panels(inputs["w2"]))
+    if job["impl"] in BF16_PACKED:
+        inputs = dict(inputs, w1=pack_bf16_pairs(inputs["w1"]),
+                      w2=pack_bf16_pairs(inputs["w2"]))
     descriptors = [as_memref(inputs[n]) for n in INPUT_NAMES]
     layer_args = [ctypes.byref(d) for d in descriptors + [as_memref(out)]]
     routing_args = [ctypes.byref(d) for d in
@@ -501,6 +573,9 @@ def _torch_child(job, inputs):
                   file=sys.stderr)
         if job["impl"] == "torch2 compile":
             function = torch.compile(function)
+        if job["impl"] in TORCH_BF16_STYLES:  # once, before timing
+            t = dict(t, w1=t["w1"].to(torch.bfloat16),
+                     w2=t["w2"].to(torch.bfloat16))
         args = [t[n] for n in INPUT_NAMES] + [k, B]
 
         def call():
@@ -674,6 +749,7 @@ def summarize(results, gflop):
         result["vs_roofline"] = ms / roof
         result["vs_fastest_torch"] = ms / best_torch
     fused = results["vmoe fused"]["median_ms"]
+    bf16_rows = [s for s in TORCH_BF16_STYLES if s in results]
     spread = max((r["max_ms"] - r["min_ms"]) / r["median_ms"]
                  for r in results.values())
     summary = {"fastest_torch": fastest, "fused_over_roofline": fused / roof,
@@ -682,6 +758,12 @@ def summarize(results, gflop):
                "max_spread": spread}
     if BASELINE in results:
         summary["before_over_fused"] = results[BASELINE]["median_ms"] / fused
+    if "vmoe bf16" in results:
+        bf16 = results["vmoe bf16"]["median_ms"]
+        summary["fused_over_bf16"] = fused / bf16
+        if bf16_rows:
+            best_bf16 = min(results[s]["median_ms"] for s in bf16_rows)
+            summary["fastest_torch_bf16_over_bf16"] = best_bf16 / bf16
     return summary
 
 
@@ -722,7 +804,12 @@ def print_table(name, size, B, threads, results, summary, routing, errors,
           f"(fastest torch: {summary['fastest_torch']}), "
           f"repack/fused = {summary['repack_over_fused']:.2f}" + (
               f", before/fused = {summary['before_over_fused']:.2f}"
-              if "before_over_fused" in summary else ""))
+              if "before_over_fused" in summary else "") + (
+              f", fused/bf16 = {summary['fused_over_bf16']:.2f}"
+              if "fused_over_bf16" in summary else "") + (
+              ", torch-bf16/vmoe-bf16 = "
+              f"{summary['fastest_torch_bf16_over_bf16']:.2f}"
+              if "fastest_torch_bf16_over_bf16" in summary else ""))
     if summary["max_spread"] > _NOISY_SPREAD:
         print(f"note: spread up to {summary['max_spread']:.0%} -- other "
               f"processes disturbed the timings; the ratios are indicative")
@@ -840,22 +927,25 @@ def bench_size(name, args, workdir):
     for n, array in inputs.items():
         np.save(os.path.join(data_dir, n + ".npy"), array)
     mlir_paths = {}
-    for packed in (False, True):
-        mlir_paths[packed] = os.path.join(
-            size_dir, "layer-packed.mlir" if packed else "layer.mlir")
-        with open(mlir_paths[packed], "w") as f:
-            f.write(emit_mlir(size, B, packed))
+    for layout in ("plain", "packed", "bf16"):
+        mlir_paths[layout] = os.path.join(size_dir, f"layer-{layout}.mlir")
+        with open(mlir_paths[layout], "w") as f:
+            f.write(emit_mlir(size, B, layout != "plain", layout == "bf16"))
+
+    def layout_of(impl):
+        return ("packed" if impl in PACKED else
+                "bf16" if impl in BF16_PACKED else "plain")
     libraries, compile_s = {}, {}
     for impl, pipeline in PIPELINES.items():
         out_dir = os.path.join(size_dir, impl.replace(" ", "_"))
         os.makedirs(out_dir, exist_ok=True)
         libraries[impl], compile_s[impl] = compile_module(
-            mlir_paths[impl in PACKED], pipeline, out_dir, args)
+            mlir_paths[layout_of(impl)], pipeline, out_dir, args)
     if args.baseline_vmoe_opt:
         out_dir = os.path.join(size_dir, "vmoe_before")
         os.makedirs(out_dir, exist_ok=True)
         libraries[BASELINE], compile_s[BASELINE] = compile_module(
-            mlir_paths[False], PIPELINES["vmoe repack"], out_dir, args,
+            mlir_paths["plain"], PIPELINES["vmoe repack"], out_dir, args,
             vmoe_opt=args.baseline_vmoe_opt)
     print(f"{name}: compiled (" + ", ".join(
         f"{impl} {s:.1f} s" for impl, s in compile_s.items()) +
@@ -929,13 +1019,16 @@ def implementations(args):
     if args.peer_python and _python_has(args.peer_python, "jax"):
         peers = (*peers, JAX_STYLE)
     before = (BASELINE,) if args.baseline_vmoe_opt else ()
-    return (*PIPELINES, *before, *TORCH_STYLES, *peers, ROOFLINE)
+    return (*PIPELINES, *before, *TORCH_STYLES, *TORCH_BF16_STYLES, *peers,
+            ROOFLINE)
 
 
 def row_tolerance(impl):
     """Largest relative error vs `vmoe fused` a row may have."""
     if impl == "vmoe repack":
         return 0.0  # same arithmetic, weights in another layout
+    if impl in (*BF16_PACKED, *TORCH_BF16_STYLES):
+        return BF16_VS_FUSED_RTOL
     if impl in (*PIPELINES, BASELINE):
         return FUSED_VS_UNFUSED_RTOL
     return TORCH_VS_FUSED_RTOL
@@ -950,6 +1043,11 @@ def _check_errors(name, threads, errors):
         raise BenchError(f"{name} t{threads}: packed and repacked weights "
                          f"give different outputs (max rel err "
                          f"{errors['vmoe repack']:.2e})", 1)
+    for row in (*BF16_PACKED, *TORCH_BF16_STYLES):
+        if not errors[row] < BF16_VS_FUSED_RTOL:
+            raise BenchError(f"{name} t{threads}: {row} vs fused max rel "
+                             f"err {errors[row]:.2e} >= "
+                             f"{BF16_VS_FUSED_RTOL}", 1)
     for style in TORCH_STYLES:
         if not errors[style] < TORCH_VS_FUSED_RTOL:
             raise BenchError(f"{name} t{threads}: {style} vs fused max rel "
@@ -968,7 +1066,9 @@ def main(argv=None):
     report = {"machine": machine_info(args.thread_counts),
               "command": sys.argv, "repeats": args.repeats,
               "warmup": args.warmup, "pipelines": PIPELINES,
-              "packed_weights": list(PACKED), "vector_width": VECTOR_WIDTH,
+              "packed_weights": list(PACKED),
+              "bf16_pair_weights": list(BF16_PACKED), "bf16_dot": BF16_DOT,
+              "vector_width": VECTOR_WIDTH,
               "error_measure": "max |a-b| / (|b| + 0.1 max|b|) vs vmoe fused",
               "omp_wait_policy": {
                   "compiled": os.environ.get("OMP_WAIT_POLICY", "default"),

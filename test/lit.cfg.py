@@ -54,6 +54,14 @@ def _python_has(module):
 if _python_has("torch"):
     config.available_features.add("torch")
 
+# The host runs vdpbf16ps (--precision=bf16 models compiled for it use it).
+try:
+    with open("/proc/cpuinfo") as cpuinfo:
+        if " avx512_bf16" in cpuinfo.read():
+            config.available_features.add("avx512bf16")
+except OSError:
+    pass
+
 # Optional: Pythons with the real timm / Flax (scripts/frameworks_venv.sh)
 # for the importer checks on checkpoints those libraries write.
 for feature, variable in (("timm", "VMOE_TIMM_PYTHON"),

@@ -17,6 +17,7 @@
 //         (exact: a kernel per remainder size, no padded rows):
 //           acc = first k block ? initC : the partial sums
 //           for k in block: acc += broadcast(A[row, k]) * panel[k]
+//             (bf16 pair panels: for each pair of k, BF16Pairs.h)
 //           last k block ? storeC (epilogue) : store the partial sums
 //
 // Packing makes B contiguous (weights with power-of-two rows otherwise alias
@@ -34,6 +35,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "vmoe/Codegen/Microkernel.h"
+
+#include "vmoe/Codegen/BF16Pairs.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -165,9 +168,19 @@ struct GemmEmitter {
               access.loadPartial(b, loc, rows[i], columns[v], masks[v]));
       scf::YieldOp::create(b, loc, partial);
     }
+    // bf16 pair panels: one step per pair of k (blocks start at even k).
+    bool pairs = static_cast<bool>(access.loadBPairs);
+    Value steps =
+        pairs ? Value(arith::CeilDivUIOp::create(b, loc, kLen, cst(b, loc, 2)))
+              : kLen;
     auto loop = scf::ForOp::create(
-        b, loc, cst(b, loc, 0), kLen, cst(b, loc, 1), start.getResults(),
+        b, loc, cst(b, loc, 0), steps, cst(b, loc, 1), start.getResults(),
         [&](OpBuilder &b, Location loc, Value kk, ValueRange acc) {
+          if (pairs) {
+            scf::YieldOp::create(b, loc,
+                                 pairStep(b, loc, rows, columns, kc0, kk, acc));
+            return;
+          }
           Value kAbs = arith::AddIOp::create(b, loc, kc0, kk);
           SmallVector<Value> bVectors;
           for (int64_t v = 0; v < shape.vectors; ++v)
@@ -203,6 +216,28 @@ struct GemmEmitter {
             scf::YieldOp::create(b, loc);
           });
     }
+  }
+
+  /// The accumulators after k pair `kc0 / 2 + kk` of a bf16 pair GEMM.
+  SmallVector<Value> pairStep(OpBuilder &b, Location loc, ArrayRef<Value> rows,
+                              ArrayRef<Value> columns, Value kc0, Value kk,
+                              ValueRange acc) const {
+    BF16PairProducts products{shape.bf16Dot, shape.lanes};
+    Value pair = arith::AddIOp::create(
+        b, loc, arith::DivUIOp::create(b, loc, kc0, cst(b, loc, 2)), kk);
+    SmallVector<SmallVector<Value, 2>> bOperands;
+    for (int64_t v = 0; v < shape.vectors; ++v)
+      bOperands.push_back(products.prepareB(
+          b, loc, access.loadBPairs(b, loc, pair, columns[v])));
+    SmallVector<Value> next;
+    for (auto [i, row] : llvm::enumerate(rows)) {
+      SmallVector<Value, 2> a =
+          products.prepareA(b, loc, access.loadAPair(b, loc, row, pair));
+      for (int64_t v = 0; v < shape.vectors; ++v)
+        next.push_back(products.update(b, loc, acc[i * shape.vectors + v], a,
+                                       bOperands[v]));
+    }
+    return next;
   }
 
   /// The row tiles of one panel over one k block: full tiles of shape.rows
@@ -316,8 +351,8 @@ void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
             });
   };
   auto columnBlock = [&](OpBuilder &b, Location loc, Value jc) {
-    // B in panel layout already: no scratch, no packing.
-    if (access.loadPackedB) {
+    // B in panel layout already (f32 or bf16 pairs): no scratch, no packing.
+    if (access.loadPackedB || access.loadBPairs) {
       blockBody(b, loc, jc, Value());
       return;
     }

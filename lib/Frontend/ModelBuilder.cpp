@@ -152,6 +152,14 @@ mlir::vmoe::frontend::validateBuildOptions(const ModelDescription &model,
     return e;
   if (options.expertParallel < 0)
     return error("expert-parallel: must be >= 1");
+  if (options.precision != "f32" && options.precision != "bf16")
+    return error("precision: must be f32 or bf16, got '" + options.precision +
+                 "'");
+  if (options.precision == "bf16" &&
+      (options.target != "cpu" || options.expertParallel > 0))
+    return error("precision: bf16 expert weights need the cpu target in one "
+                 "process (not --target=cuda, where --gpu-mma=bf16 exists, "
+                 "nor --expert-parallel)");
   if (options.expertParallel > 0) {
     if (options.target != "cpu")
       return error("expert-parallel: only the cpu target runs over MPI");
@@ -235,6 +243,8 @@ std::string mlir::vmoe::frontend::buildManifest(const ModelDescription &model,
       entry["expert_sharded"] = true;
     if (isPanelPackedWeight(model, options, tensor.name, tensor.shape))
       entry["panel_width"] = kWeightPanelWidth;
+    if (isBF16PanelWeight(model, options, tensor.name, tensor.shape))
+      entry["panel_storage"] = "bf16_pairs";
     tensors.push_back(std::move(entry));
   }
   llvm::json::Object manifest{

@@ -11,6 +11,10 @@
 // GEMMs through vmoe.unpack_panels, which vmoe-fuse-experts folds into
 // vmoe.fused_experts {weight_panels = L} and convert-vmoe-to-scf into the
 // linalg contractions of the dense layers: the GEMMs read them in place.
+// With --precision=bf16 the runtime writes the expert kernels as bf16 pair
+// panels ([E, ceil(N/L), ceil(K/2), L] words of two bf16 of consecutive k)
+// into the first words of their f32 regions, read through
+// vmoe.unpack_panels {storage = bf16_pairs}.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,23 +31,16 @@ using namespace mlir;
 using namespace mlir::vmoe;
 using namespace mlir::vmoe::frontend;
 
-bool mlir::vmoe::frontend::isPanelPackedWeight(const ModelDescription &model,
-                                               const BuildOptions &options,
-                                               llvm::StringRef name,
-                                               llvm::ArrayRef<int64_t> shape) {
-  if (options.target != "cpu" || shape.size() < 2 ||
-      shape.back() % kWeightPanelWidth != 0)
-    return false;
-  // Dense layers (patch embedding, attention projections, dense MLPs,
-  // pre-logits, head): every `.kernel` [K, N] the GEMMs multiply by, but
-  // the routers, which vmoe.route reads by columns.
-  if (shape.size() == 2)
-    return name.ends_with(".kernel") && !name.ends_with(".router.kernel");
-  // Under expert parallelism a rank reads only its experts' rows of the
-  // expert tensors; they stay plain (packing all experts would touch every
-  // page).
-  if (options.expertParallel > 0 || shape.size() != 3 ||
-      shape[1] % kWeightPanelWidth != 0)
+/// Whether `name` is an expert kernel (w1, w2) of a token choice MoE layer
+/// that may be stored in panel layout (CPU target, one process).
+static bool isPackableExpertKernel(const ModelDescription &model,
+                                   const BuildOptions &options,
+                                   llvm::StringRef name,
+                                   llvm::ArrayRef<int64_t> shape) {
+  // Under expert parallelism a rank reads only its experts' rows of these
+  // tensors; they stay plain (packing all experts would touch every page).
+  if (options.target != "cpu" || options.expertParallel > 0 ||
+      shape.size() != 3)
     return false;
   for (int64_t block : model.moeBlocks()) {
     std::string prefix = "blocks." + std::to_string(block) + ".moe";
@@ -52,6 +49,50 @@ bool mlir::vmoe::frontend::isPanelPackedWeight(const ModelDescription &model,
     return model.layerSettings(block).isTokenChoice();
   }
   return false;
+}
+
+int64_t mlir::vmoe::frontend::bf16PanelWords(llvm::ArrayRef<int64_t> shape,
+                                             int64_t width) {
+  int64_t k = shape[shape.size() - 2], n = shape.back();
+  int64_t matrices = 1;
+  for (int64_t dim : shape.drop_back(2))
+    matrices *= dim;
+  return matrices * ((n + width - 1) / width) * width * ((k + 1) / 2);
+}
+
+bool mlir::vmoe::frontend::isBF16PanelWeight(const ModelDescription &model,
+                                             const BuildOptions &options,
+                                             llvm::StringRef name,
+                                             llvm::ArrayRef<int64_t> shape) {
+  if (options.precision != "bf16" ||
+      !isPackableExpertKernel(model, options, name, shape))
+    return false;
+  // Both kernels of the layer ([E, D, He] and [E, He, D]) or neither, so
+  // that vmoe-fuse-experts hands both to the fused op.
+  int64_t e = shape[0], k = shape[1], n = shape[2];
+  auto fits = [&](int64_t rows, int64_t columns) {
+    return bf16PanelWords({e, rows, columns}, kWeightPanelWidth) <=
+           e * rows * columns;
+  };
+  return fits(k, n) && fits(n, k);
+}
+
+bool mlir::vmoe::frontend::isPanelPackedWeight(const ModelDescription &model,
+                                               const BuildOptions &options,
+                                               llvm::StringRef name,
+                                               llvm::ArrayRef<int64_t> shape) {
+  if (isBF16PanelWeight(model, options, name, shape))
+    return true;
+  if (options.target != "cpu" || shape.size() < 2 ||
+      shape.back() % kWeightPanelWidth != 0)
+    return false;
+  // Dense layers (patch embedding, attention projections, dense MLPs,
+  // pre-logits, head): every `.kernel` [K, N] the GEMMs multiply by, but
+  // the routers, which vmoe.route reads by columns.
+  if (shape.size() == 2)
+    return name.ends_with(".kernel") && !name.ends_with(".router.kernel");
+  return isPackableExpertKernel(model, options, name, shape) &&
+         shape[1] % kWeightPanelWidth == 0;
 }
 
 /// The kernel `name` [..., K, N] as a tensor of `shape` (its shape, with
@@ -76,8 +117,21 @@ Value ForwardBuilder::kernel(const std::string &name,
     return reshape(flat, asShape);
   int64_t k = tensor.shape[tensor.shape.size() - 2], n = tensor.shape.back();
   int64_t l = kWeightPanelWidth;
+  if (isBF16PanelWeight(model, options, name, tensor.shape)) {
+    // bf16 pairs: ceil(K/2) rows of words per panel, the words first in the
+    // region.
+    int64_t e = tensor.shape[0], rows = (k + 1) / 2, panels = (n + l - 1) / l;
+    int64_t words = e * panels * rows * l;
+    Value pairs = tensor::ExtractSliceOp::create(
+        b, loc, RankedTensorType::get({words}, f32), flat,
+        ArrayRef<OpFoldResult>{b.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(words)}, unitStrides(b, 1));
+    return UnpackPanelsOp::create(b, loc, RankedTensorType::get(asShape, f32),
+                                  reshape(pairs, {e, panels, rows, l}),
+                                  PanelStorage::bf16_pairs);
+  }
   SmallVector<int64_t> panelsShape(ArrayRef(asShape).drop_back(2));
   panelsShape.append({n / l, k, l});
   return UnpackPanelsOp::create(b, loc, RankedTensorType::get(asShape, f32),
-                                reshape(flat, panelsShape));
+                                reshape(flat, panelsShape), PanelStorage::f32);
 }

@@ -66,6 +66,7 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
   lowering.lanes = options.vectorWidth;
   lowering.tileRows = tileRows;
   lowering.tileVectors = tileVectors;
+  lowering.bf16Dot = options.bf16Dot;
   pm.addNestedPass<func::FuncOp>(createConvertVMoEToSCFPass(lowering));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -115,7 +116,10 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
   // Math first: libm calls for vector math unroll into vector ops.
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
-  pm.addPass(createConvertVectorToLLVMPass());
+  // x86vector.avx512.dot (bf16 expert GEMMs) -> llvm.x86.avx512bf16.*.
+  ConvertVectorToLLVMPassOptions vectorToLLVM;
+  vectorToLLVM.x86Vector = options.bf16Dot;
+  pm.addPass(createConvertVectorToLLVMPass(vectorToLLVM));
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());

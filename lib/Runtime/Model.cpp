@@ -17,6 +17,7 @@
 
 #include "Model.h"
 
+#include "BF16Panels.h"
 #include "Distributed.h"
 #include "ModelInterface.h"
 #include "Formats/PngImage.h"
@@ -103,9 +104,12 @@ llvm::Expected<std::unique_ptr<Model>> Model::load(StringRef manifestJson,
           tensor.expertSharded ? bytes / ranks : bytes;
     }
   }
-  for (const TensorInfo &tensor : m.tensors)
-    if (tensor.panelWidth)
+  for (const TensorInfo &tensor : m.tensors) {
+    if (tensor.bf16Pairs)
+      packBF16Panels(model->weights.get() + tensor.offset, tensor);
+    else if (tensor.panelWidth)
       packPanels(model->weights.get() + tensor.offset, tensor);
+  }
   if (device) {
     Model &d = *model;
     if (!d.deviceWeights.allocate(m.weightsSize) ||

@@ -94,8 +94,8 @@ def _flag(name, value):
 
 def _flags(target, precision, options):
     flags = [f"--target={target}"]
-    # f32 is what every vmoe-compile compiles; other precisions need a
-    # compiler that knows --precision.
+    # f32 is the default of every vmoe-compile; bf16 needs one that knows
+    # --precision.
     if precision not in (None, "f32"):
         flags.append(f"--precision={precision}")
     for name in sorted(options):
@@ -211,8 +211,9 @@ def compile(description, *, weights=None, target="cpu", precision=None,
         weights: safetensors file (or {name: array}) to load right away;
             else call `Model.load_weights` before running the model.
         target: "cpu" (default) or "cuda".
-        precision: "f32" (the default); another value is passed on as
-            --precision and needs a vmoe-compile that offers it.
+        precision: "f32" (the default) or "bf16": the expert weights
+            stored and multiplied as bf16, accumulated in f32, routing in
+            f32 (vmoe-compile --precision, docs/ModelFormat.md §5).
         compiler: path of vmoe-compile (default: VMOE_COMPILE, PATH, build
             tree).
         cache: a directory for compiled libraries (default `cache_dir()`),

@@ -1,6 +1,8 @@
 """Safetensors files of float32 tensors (docs/ModelFormat.md §3), numpy only.
 
-`save` writes {name: array} as F32 with an optional `__metadata__`; `load`
+`save` writes {name: array} as F32 (or, with `dtype="BF16"`, as bf16
+rounded to nearest even: half the size; the runtime widens BF16 tensors
+back to f32 exactly) with an optional `__metadata__`; `load`
 reads a file back as float32 and rejects a malformed one with a one-line
 ValueError. By default only F32 is accepted; checkpoints of other frameworks
 (F64, F16, BF16) are read with `load(path, dtypes=DTYPES)`.
@@ -19,18 +21,33 @@ __all__ = ["DTYPES", "load", "save"]
 DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "<u2"}
 
 
-def save(path, tensors, metadata=None):
-    """Writes {name: float32 array} as safetensors, in the dict's order.
+def to_bf16_bits(array):
+    """uint16 bf16 bits of a float32 array, rounded to nearest even (NaN
+    stays a quiet NaN)."""
+    bits = np.ascontiguousarray(array, dtype="<f4").view(np.uint32)
+    wide = bits.astype(np.uint64)
+    rounded = ((wide + 0x7FFF + ((wide >> 16) & 1)) >> 16) & 0xFFFF
+    quiet = (wide >> 16) | 0x40
+    return np.where(np.isnan(array), quiet, rounded).astype("<u2")
+
+
+def save(path, tensors, metadata=None, dtype="F32"):
+    """Writes {name: float32 array} as safetensors, in the dict's order,
+    every tensor as `dtype` ("F32" or "BF16").
 
     Header: compact JSON, padded with spaces to a multiple of 8 bytes (as
     the reference implementation does); data little-endian, contiguous.
     """
+    if dtype not in ("F32", "BF16"):
+        raise ValueError(f"dtype {dtype!r}: save writes F32 or BF16")
     header, offset, blobs = {}, 0, []
     if metadata is not None:
         header["__metadata__"] = dict(metadata)
     for name, array in tensors.items():
-        data = np.ascontiguousarray(array, dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(np.shape(array)),
+        data = (to_bf16_bits(np.asarray(array, dtype=np.float32)).tobytes()
+                if dtype == "BF16" else
+                np.ascontiguousarray(array, dtype="<f4").tobytes())
+        header[name] = {"dtype": dtype, "shape": list(np.shape(array)),
                         "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)

@@ -680,7 +680,7 @@ def moe_forward(x, router, w1, b1, w2, b2, *, k, num_experts, capacity_ratio,
                 routing="vanilla", score="max", capacity_rule="round",
                 multiple_of=1, activation="gelu_tanh", order="softmax_topk",
                 normalize=False, noise=None, noise_std=1.0, capacity=None,
-                valid=None, w_up=None):
+                valid=None, w_up=None, precision="f32"):
     """One MoE layer on x [G,S,D]; the batched twin of ops.moe_layer.
 
     Same arguments and result dict as ops.moe_layer (gates, ids, weights,
@@ -690,6 +690,8 @@ def moe_forward(x, router, w1, b1, w2, b2, *, k, num_experts, capacity_ratio,
     `valid` ([G,S] bool) masks tokens out of routing (dispatch_slots).
     With `w_up` the experts are SwiGLU (decoder.expert_swiglu): w1 is the
     gate kernel, w2 the down kernel, b1 and b2 unused.
+    `precision` "bf16": the expert MLPs as ops.expert_ffn computes them in
+    bf16 (routing stays f32).
     """
     S = x.shape[1]
     if noise is None:
@@ -711,7 +713,7 @@ def moe_forward(x, router, w1, b1, w2, b2, *, k, num_experts, capacity_ratio,
     slots = dispatch_slots(ids, priority, num_experts, B, valid)
     buffers = gather_buffers(x, ids, slots, num_experts, B)
     if w_up is None:
-        y = ops.expert_ffn(buffers, w1, b1, w2, b2, activation)
+        y = ops.expert_ffn(buffers, w1, b1, w2, b2, activation, precision)
     else:
         y = decoder.expert_swiglu(buffers, w1, w_up, w2)
     out = ops.combine(y, ids, slots, weights)
@@ -884,6 +886,8 @@ class MoE(nn.Module):
         self.cfg = moe
         self.router = Router(dim, E)
         _add_experts(self, moe.get("expert", "mlp"), E, dim, hidden)
+        # Number format of the expert MLPs (set_expert_precision).
+        self.precision = "f32"
 
     def forward(self, x, tokens_per_group, routing, score, capacity_ratio,
                 valid_images=None, training_seed=None):
@@ -930,7 +934,7 @@ class MoE(nn.Module):
             capacity_rule=cfg.get("capacity_rule", "round"),
             multiple_of=cfg.get("multiple_of", 1), activation=cfg["activation"],
             order=cfg["order"], normalize=cfg["normalize"], noise=noise,
-            capacity=capacity, valid=valid,
+            capacity=capacity, valid=valid, precision=self.precision,
             w_up=self.w_up if swiglu else None,
             **({} if training_seed is None
                else {"noise_std": TRAINING_NOISE_STD}))
@@ -941,6 +945,16 @@ class MoE(nn.Module):
         result["valid"] = valid
         result["routing"] = routing
         return result["out"].reshape(N, T, D), result
+
+
+def set_expert_precision(net, precision):
+    """Computes the expert MLPs of every token choice MoE layer of `net` in
+    `precision` ("f32" or "bf16", as `vmoe-compile --precision`)."""
+    if precision not in ("f32", "bf16"):
+        raise ValueError(f"unknown precision {precision!r}")
+    for module in net.modules():
+        if type(module) is MoE:
+            module.precision = precision
 
 
 class ExpertChoiceMoE(MoE):

@@ -179,12 +179,25 @@ def activate(v, activation):
     raise ValueError(f"unknown activation {activation!r}")
 
 
-def expert_ffn(buffers, w1, b1, w2, b2, activation="gelu_tanh"):
-    """vmoe.expert_ffn: y[e] = act(buf[e] @ w1[e] + b1[e]) @ w2[e] + b2[e]."""
+def round_bf16(x):
+    """The f32 values of x rounded to bf16 (nearest even)."""
+    return x.to(torch.bfloat16).to(torch.float32)
+
+
+def expert_ffn(buffers, w1, b1, w2, b2, activation="gelu_tanh",
+               precision="f32"):
+    """vmoe.expert_ffn: y[e] = act(buf[e] @ w1[e] + b1[e]) @ w2[e] + b2[e].
+
+    precision "bf16" is what `vmoe-compile --precision=bf16` computes (SPEC
+    §9): both GEMMs multiply bf16-rounded weights by bf16-rounded rows
+    (exact products) and accumulate in f32; biases and activation stay f32.
+    """
     E, G, B, D = buffers.shape
     rows = buffers.reshape(E, G * B, D)
-    hidden = activate(torch.bmm(rows, w1) + b1[:, None, :], activation)
-    y = torch.bmm(hidden, w2) + b2[:, None, :]
+    rnd = round_bf16 if precision == "bf16" else (lambda t: t)
+    hidden = activate(torch.bmm(rnd(rows), rnd(w1)) + b1[:, None, :],
+                      activation)
+    y = torch.bmm(rnd(hidden), rnd(w2)) + b2[:, None, :]
     return y.reshape(E, G, B, D)
 
 

@@ -3,7 +3,7 @@ Soft MoE) against the PyTorch model, on a given image folder.
 
     cd python && /usr/bin/python3 -m vmoe_tools.check_family \\
         --model MODEL.json --weights W.safetensors --images DIR --exe EXE \\
-        [--capacities 0.5,1.0,2.0] [--atol 1e-4] [--markdown]
+        [--capacities 0.5,1.0,2.0] [--atol 1e-4] [--precision bf16]
 
     cd python && /usr/bin/python3 -m vmoe_tools.check_family make \\
         --model MODEL.json --out DIR [--seed 0] [--images 16]
@@ -138,9 +138,15 @@ def main(argv=None):
                              "with, if any")
     parser.add_argument("--capacities", type=capacity_list, default=[1.0])
     parser.add_argument("--atol", type=float, default=1e-4)
+    parser.add_argument("--precision", choices=("f32", "bf16"),
+                        default="f32",
+                        help="the --precision the executable was compiled "
+                             "with: the PyTorch model computes its token "
+                             "choice experts the same way")
     args = parser.parse_args(argv)
     try:
         net = vmodel.load_model(args.model, args.weights)
+        vmodel.set_expert_precision(net, args.precision)
         _, failures = compare(net, args.exe, args.weights, args.images,
                               args.capacities, args.atol, args.routing)
     except (CheckError, RunError, ValueError, OSError,

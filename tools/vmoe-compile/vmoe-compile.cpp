@@ -95,6 +95,12 @@ cl::opt<unsigned> vectorWidth(
     cl::desc("f32 lanes of the CPU kernels' vectors (0: 16 with AVX-512, "
              "else 8)"),
     cl::init(0), cl::cat(category));
+cl::opt<std::string> precision(
+    "precision",
+    cl::desc("Number format of the expert weights: f32 (default) or bf16 "
+             "(stored as bf16, products accumulated in f32 with vdpbf16ps "
+             "where the target has AVX512_BF16; routing stays f32)"),
+    cl::init("f32"), cl::cat(category));
 cl::opt<bool> parallel("parallel",
                        cl::desc("Parallel loops on OpenMP threads (default)"),
                        cl::init(true), cl::cat(category));
@@ -388,6 +394,7 @@ int main(int argc, char **argv) {
     options.seed = seed;
     if (seed.getNumOccurrences() && !training)
       return fail("--seed: only used with --training");
+    options.precision = precision;
     if (expertParallel.getNumOccurrences() && expertParallel < 1)
       return fail("--expert-parallel: must be >= 1");
     if (expertParallel > 0 && emit == Emit::Lib)
@@ -438,11 +445,16 @@ int main(int argc, char **argv) {
     vmoe::VMoECPUPipelineOptions pipeline;
     pipeline.parallel = parallel;
     pipeline.expertParallel = expertParallel;
-    pipeline.vectorWidth = vectorWidth ? vectorWidth
-                           : (*machine)->getMCSubtargetInfo()->checkFeatures(
-                                 "+avx512f")
-                               ? 16
-                               : 8;
+    const llvm::MCSubtargetInfo &cpu = *(*machine)->getMCSubtargetInfo();
+    pipeline.vectorWidth = vectorWidth                     ? vectorWidth
+                           : cpu.checkFeatures("+avx512f") ? 16
+                                                           : 8;
+    // vdpbf16ps on 512-bit vectors needs AVX512_BF16, on 256 or 128 bits
+    // AVX512VL too; elsewhere bf16 products take the shift + fma path.
+    pipeline.bf16Dot =
+        cpu.checkFeatures("+avx512bf16") &&
+        (pipeline.vectorWidth == 16 ? cpu.checkFeatures("+avx512f")
+                                    : cpu.checkFeatures("+avx512vl"));
     vmoe::buildVMoECPUPipeline(pm, pipeline);
   }
   if (failed(pm.run(*module)))

@@ -30,6 +30,10 @@ struct MicrokernelShape {
   int64_t rows = 6;    ///< Rows of C per tile (MR).
   int64_t vectors = 2; ///< Vectors per row (NR = vectors * lanes).
   int64_t lanes = 8;   ///< f32 lanes per vector (8: AVX2, 16: AVX-512).
+  /// bf16 pair GEMMs (GemmAccessors::loadBPairs) form their products with
+  /// vdpbf16ps (x86vector.avx512.dot: the target has AVX512_BF16, and
+  /// AVX512VL below 16 lanes), else with a 16-bit shift and f32 fmas.
+  bool bf16Dot = false;
 
   int64_t panelWidth() const { return vectors * lanes; }
 };
@@ -48,6 +52,16 @@ struct GemmAccessors {
   /// last column may hold anything (they are never stored). loadB is then
   /// unused and nothing is packed.
   std::function<Value(OpBuilder &, Location, Value k, Value n)> loadPackedB;
+  /// When set (with loadAPair), B is in bf16 pair panel layout: the word
+  /// of k pair j (k = 2j, 2j + 1) of columns [n, n + lanes) as a vector of
+  /// i32, each the bf16 of B[2j, n + i] in its low and of B[2j + 1, n + i]
+  /// in its high 16 bits (BF16Pairs.h); lanes past the last column may hold
+  /// anything. The GEMM then steps over k pairs and multiplies bf16 values
+  /// exactly, accumulating in f32; loadA, loadB and loadPackedB are unused.
+  std::function<Value(OpBuilder &, Location, Value pair, Value n)> loadBPairs;
+  /// A[row, 2j .. 2j + 1] as one i32 word of two bf16 (the high half 0
+  /// past k).
+  std::function<Value(OpBuilder &, Location, Value row, Value pair)> loadAPair;
   /// The accumulator C[row, n ..) starts from: zeros, or the current C.
   std::function<Value(OpBuilder &, Location, Value row, Value n, Value mask)>
       initC;

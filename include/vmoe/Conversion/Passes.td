@@ -25,6 +25,12 @@ def ConvertVMoEToSCFPass
     folded into it: the contraction reads the panels through the map
     `(..., n floordiv L, k, n mod L)` when `vector-width` divides L; other
     uses get a copy to the plain layout.
+
+    Expert GEMMs on bf16 pair panels (`weight_storage = bf16_pairs`) form
+    their products with `x86vector.avx512.dot` (vdpbf16ps) when `bf16-dot`
+    is set -- the driver sets it from the target's features (AVX512_BF16) --
+    and otherwise with a 16-bit shift and f32 `vector.fma`, which runs on
+    any host.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
@@ -34,7 +40,8 @@ def ConvertVMoEToSCFPass
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
     "::mlir::tensor::TensorDialect",
-    "::mlir::vector::VectorDialect"
+    "::mlir::vector::VectorDialect",
+    "::mlir::x86vector::X86VectorDialect"
   ];
   let options = [
     Option<"lanes", "vector-width", "int64_t", /*default=*/"8",
@@ -42,7 +49,11 @@ def ConvertVMoEToSCFPass
     Option<"tileRows", "tile-rows", "int64_t", /*default=*/"6",
            "Rows of the register tile of the fused expert kernels">,
     Option<"tileVectors", "tile-vectors", "int64_t", /*default=*/"2",
-           "Vectors per row of the register tile of the fused expert kernels">
+           "Vectors per row of the register tile of the fused expert kernels">,
+    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
+           "bf16 pair products with vdpbf16ps (x86vector.avx512.dot; the "
+           "target has AVX512_BF16, and AVX512VL below 16 lanes) instead of "
+           "shift + f32 fma">
   ];
 }
 

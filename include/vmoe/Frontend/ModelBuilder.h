@@ -45,6 +45,9 @@ struct BuildOptions {
   /// losses as an output (docs/ModelFormat.md "Training graphs").
   bool training = false;
   uint64_t seed = 0;
+  /// Number format of the expert weights: "f32" or "bf16" (panel-packed
+  /// expert kernels stored as bf16 pairs, SPEC §9; docs/ModelFormat.md §5).
+  std::string precision = "f32";
 };
 
 /// Images per compiled batch.
@@ -80,6 +83,20 @@ constexpr int64_t kWeightPanelWidth = 16;
 bool isPanelPackedWeight(const ModelDescription &model,
                          const BuildOptions &options, llvm::StringRef name,
                          llvm::ArrayRef<int64_t> shape);
+
+/// Whether weight tensor `name` of `shape` is stored as bf16 pair panels
+/// ([..., ceil(N/L), ceil(K/2), L] words of two bf16, written by the runtime
+/// at load into the first words of the tensor's f32 region): with
+/// precision "bf16", the expert kernels w1, w2 of token choice MoE layers
+/// on the CPU target without expert parallelism, when the packed words of
+/// both kernels fit their regions.
+bool isBF16PanelWeight(const ModelDescription &model,
+                       const BuildOptions &options, llvm::StringRef name,
+                       llvm::ArrayRef<int64_t> shape);
+
+/// Words of a [..., K, N] matrix stored as bf16 pair panels of width L:
+/// ceil(N/L) * L * ceil(K/2) per matrix.
+int64_t bf16PanelWords(llvm::ArrayRef<int64_t> shape, int64_t width);
 
 /// Builds `@vmoe_forward` and `@vmoe_model_manifest` for `model`.
 OwningOpRef<ModuleOp> buildModelModule(MLIRContext &context,

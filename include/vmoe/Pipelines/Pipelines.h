@@ -54,6 +54,12 @@ struct VMoECPUPipelineOptions
       llvm::cl::desc("Vectors per row of the register tile (0: 3 for 16 "
                      "lanes, else 2)"),
       llvm::cl::init(0)};
+  PassOptions::Option<bool> bf16Dot{
+      *this, "bf16-dot",
+      llvm::cl::desc("bf16 expert GEMMs with vdpbf16ps (the target has "
+                     "AVX512_BF16; vmoe-compile sets it from the target's "
+                     "features), else shift + f32 fma"),
+      llvm::cl::init(false)};
   PassOptions::Option<int64_t> expertParallel{
       *this, "expert-parallel",
       llvm::cl::desc("Split the experts of each token choice MoE layer over "

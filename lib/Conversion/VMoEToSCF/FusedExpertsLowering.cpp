@@ -19,13 +19,17 @@
 // scratch buffers are memref.alloc ops that the deallocation pipeline frees.
 // With `weight_panels`, w1 and w2 arrive in the microkernel's panel layout
 // (packed once, at model load) and the GEMMs read them in place: no packing
-// scratch, no per-call repacking of the expert weights.
+// scratch, no per-call repacking of the expert weights. With
+// `weight_storage = bf16_pairs` the panels hold bf16 pairs: each expert's
+// gathered rows, and then its hidden rows, are first rounded to bf16 pairs
+// (one i32 per two k), and the GEMMs step over k pairs (BF16Pairs.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "LoweringUtils.h"
 #include "Patterns.h"
 
+#include "vmoe/Codegen/BF16Pairs.h"
 #include "vmoe/Codegen/Microkernel.h"
 #include "vmoe/Codegen/PanelLayout.h"
 
@@ -85,6 +89,7 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
                                 << ") must be a multiple of the vector width ("
                                 << shape.lanes << ") to be lowered";
     }
+    bool bf16Pairs = op.getWeightStorage() == PanelStorage::bf16_pairs;
     Value capacity = dim(entries, 2), h = dim(b1, 1);
     auto staticDim = [](Type type, int64_t i) -> std::optional<int64_t> {
       int64_t size = cast<ShapedType>(type).getDimSize(i);
@@ -152,7 +157,8 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
           scf::IfOp::create(b, loc, any, [&](OpBuilder &b, Location loc) {
             emitExpert(b, loc, ex, rowGroup, rowEntry, rows, maxRows, h, d,
                        staticH, staticD, kIndex, x, weights, w1, b1, w2, b2,
-                       wUp, planes, activation, vectorType, panelWidth);
+                       wUp, planes, activation, vectorType, panelWidth,
+                       bf16Pairs);
             scf::YieldOp::create(b, loc);
           });
           scf::InParallelOp::create(b, loc);
@@ -177,8 +183,8 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
                   std::optional<int64_t> staticD, Value kIndex, Value x,
                   Value weights, Value w1, Value b1, Value w2, Value b2,
                   Value wUp, Value planes, Activation activation,
-                  VectorType vectorType,
-                  std::optional<int64_t> panelWidth) const {
+                  VectorType vectorType, std::optional<int64_t> panelWidth,
+                  bool bf16Pairs) const {
     // The group, token and choice behind row `row`.
     auto groupOf = [&](OpBuilder &b, Location loc, Value row) {
       return Value(memref::LoadOp::create(b, loc, rowGroup, ValueRange{row}));
@@ -235,7 +241,15 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
                   {row, n}, mask);
     };
     Value scratchUp;
-    if (panelWidth)
+    if (bf16Pairs) {
+      // The gathered rows as bf16 pairs, once per expert.
+      Value xPairs = packRowPairs(
+          b, loc, rows, maxRows, d, x,
+          [&](OpBuilder &b, Location loc, Value row) -> SmallVector<Value> {
+            return {groupOf(b, loc, row), tokenOf(b, loc, row)};
+          });
+      setPairLoaders(up, ex, w1, xPairs, vectorType);
+    } else if (panelWidth)
       up.loadPackedB = panelLoader(ex, w1, vectorType);
     else
       scratchUp = allocatePackedScratch(b, loc, h, d, shape);
@@ -307,7 +321,14 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       storeVector(b, loc, scaled, planes, planeRow(b, loc, row, n), mask);
     };
     Value scratchDown;
-    if (panelWidth)
+    if (bf16Pairs) {
+      // The activated hidden rows as bf16 pairs.
+      Value hiddenPairs =
+          packRowPairs(b, loc, rows, maxRows, h, hidden,
+                       [&](OpBuilder &b, Location loc,
+                           Value row) -> SmallVector<Value> { return {row}; });
+      setPairLoaders(down, ex, w2, hiddenPairs, vectorType);
+    } else if (panelWidth)
       down.loadPackedB = panelLoader(ex, w2, vectorType);
     else
       scratchDown = allocatePackedScratch(b, loc, d, h, shape);
@@ -321,6 +342,74 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
   panelLoader(Value ex, Value w, VectorType vectorType) {
     return [=](OpBuilder &b, Location loc, Value k, Value n) {
       return loadPanelVector(b, loc, vectorType, w, ValueRange{ex}, k, n);
+    };
+  }
+
+  /// memref<maxRows x ceil(k/2) x i32>: rows [0, rows) of an f32 matrix
+  /// rounded to bf16 pairs, the high half 0 past k; row r is
+  /// source[prefix(r)..., 0 .. k). Vectorized: 2 x lanes values (lanes
+  /// pairs) per step, masked past k.
+  Value
+  packRowPairs(OpBuilder &b, Location loc, Value rows, Value maxRows, Value k,
+               Value source,
+               function_ref<SmallVector<Value>(OpBuilder &, Location, Value)>
+                   prefix) const {
+    int64_t lanes = shape.lanes;
+    Value two = indexConst(b, loc, 2);
+    Value words = arith::CeilDivUIOp::create(b, loc, k, two);
+    auto type = MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                                b.getI32Type());
+    Value pairs = memref::AllocOp::create(
+        b, loc, type, ValueRange{maxRows, words}, b.getI64IntegerAttr(64));
+    auto valuesType = VectorType::get({2 * lanes}, b.getF32Type());
+    auto maskType = [&](int64_t n) {
+      return VectorType::get({n}, b.getI1Type());
+    };
+    Value step = indexConst(b, loc, lanes);
+    buildLoop(
+        b, loc, rows, {},
+        [&](OpBuilder &b, Location loc, Value row,
+            ValueRange) -> SmallVector<Value> {
+          SmallVector<Value> base = prefix(b, loc, row);
+          scf::ForOp::create(
+              b, loc, indexConst(b, loc, 0), words, step, ValueRange{},
+              [&](OpBuilder &b, Location loc, Value j, ValueRange) {
+                Value first = arith::MulIOp::create(b, loc, j, two);
+                Value left = arith::SubIOp::create(b, loc, k, first);
+                Value valuesMask = vector::CreateMaskOp::create(
+                    b, loc, maskType(2 * lanes), ValueRange{left});
+                Value wordsMask = vector::CreateMaskOp::create(
+                    b, loc, maskType(lanes),
+                    ValueRange{arith::CeilDivUIOp::create(b, loc, left, two)});
+                SmallVector<Value> at = base;
+                at.push_back(first);
+                // Lanes past k read 0: an odd k's last high half.
+                Value values =
+                    loadVector(b, loc, valuesType, source, at, valuesMask);
+                Value packed =
+                    BF16PairProducts{shape.bf16Dot, lanes}.roundToPairs(b, loc,
+                                                                        values);
+                storeVector(b, loc, packed, pairs, {row, j}, wordsMask);
+                scf::YieldOp::create(b, loc);
+              });
+          return {};
+        });
+    return pairs;
+  }
+
+  /// B from the bf16 pair panels `w` of expert `ex`, A from `aPairs`.
+  static void setPairLoaders(GemmAccessors &access, Value ex, Value w,
+                             Value aPairs, VectorType vectorType) {
+    auto words = panelLoader(ex, w, vectorType);
+    auto intType = VectorType::get(
+        vectorType.getShape(), IntegerType::get(vectorType.getContext(), 32));
+    access.loadBPairs = [=](OpBuilder &b, Location loc, Value pair, Value n) {
+      return Value(
+          vector::BitCastOp::create(b, loc, intType, words(b, loc, pair, n)));
+    };
+    access.loadAPair = [=](OpBuilder &b, Location loc, Value row, Value pair) {
+      return Value(
+          memref::LoadOp::create(b, loc, aPairs, ValueRange{row, pair}));
     };
   }
 

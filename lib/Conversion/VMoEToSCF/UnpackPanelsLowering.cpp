@@ -15,7 +15,9 @@
 // linalg.generic over the plain result:
 // result[..., k, n] = panels[..., n floordiv L, k, n mod L]. Expert weights
 // of fused_experts never get here (vmoe-fuse-experts hands the panels to
-// the fused op directly).
+// the fused op directly). bf16 pair panels (storage bf16_pairs) are never
+// folded: their copy reads word [..., n floordiv L, k floordiv 2, n mod L]
+// and widens its low (k even) or high (k odd) half to f32.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +26,7 @@
 
 #include "vmoe/Codegen/PanelLayout.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Transforms/DialectConversion.h"
@@ -64,7 +67,8 @@ void mlir::vmoe::lowering::foldUnpackPanelsIntoContractions(Operation *root,
   IRRewriter rewriter(root->getContext());
   for (UnpackPanelsOp unpack : unpacks) {
     int64_t width = unpack.getPanels().getType().getShape().back();
-    if (ShapedType::isDynamic(width))
+    if (ShapedType::isDynamic(width) ||
+        unpack.getStorage() != PanelStorage::f32)
       continue;
     for (OpOperand &use :
          llvm::make_early_inc_range(unpack.getResult().getUses())) {
@@ -106,8 +110,9 @@ struct UnpackPanelsOpLowering : OpConversionPattern<UnpackPanelsOp> {
       in.push_back(getAffineDimExpr(i, ctx));
     AffineExpr k = getAffineDimExpr(rank - 2, ctx);
     AffineExpr n = getAffineDimExpr(rank - 1, ctx);
+    bool bf16Pairs = op.getStorage() == PanelStorage::bf16_pairs;
     in.push_back(n.floorDiv(width));
-    in.push_back(k);
+    in.push_back(bf16Pairs ? k.floorDiv(2) : k);
     in.push_back(n % width);
     SmallVector<AffineMap> maps = {AffineMap::get(rank, 0, in, ctx),
                                    rewriter.getMultiDimIdentityMap(rank)};
@@ -115,8 +120,14 @@ struct UnpackPanelsOpLowering : OpConversionPattern<UnpackPanelsOp> {
     for (unsigned i = 0; i + 2 < rank; ++i)
       sizes.push_back(tensor::getMixedSize(rewriter, loc, adaptor.getPanels(),
                                            i));
-    sizes.push_back(
-        tensor::getMixedSize(rewriter, loc, adaptor.getPanels(), rank - 1));
+    // K: the panels' (f32), or the result's (bf16 pairs hold ceil(K/2)).
+    if (!bf16Pairs)
+      sizes.push_back(
+          tensor::getMixedSize(rewriter, loc, adaptor.getPanels(), rank - 1));
+    else if (resultType.isDynamicDim(rank - 2))
+      return rewriter.notifyMatchFailure(op, "dynamic K of bf16 pairs");
+    else
+      sizes.push_back(rewriter.getIndexAttr(resultType.getDimSize(rank - 2)));
     if (resultType.isDynamicDim(rank - 1))
       return rewriter.notifyMatchFailure(op, "dynamic result width");
     sizes.push_back(rewriter.getIndexAttr(resultType.getDimSize(rank - 1)));
@@ -127,8 +138,27 @@ struct UnpackPanelsOpLowering : OpConversionPattern<UnpackPanelsOp> {
     auto copy = linalg::GenericOp::create(
         rewriter, loc, resultType, ValueRange{adaptor.getPanels()},
         ValueRange{init}, maps, iterators,
-        [](OpBuilder &b, Location loc, ValueRange args) {
-          linalg::YieldOp::create(b, loc, args[0]);
+        [&](OpBuilder &b, Location loc, ValueRange args) {
+          if (!bf16Pairs) {
+            linalg::YieldOp::create(b, loc, args[0]);
+            return;
+          }
+          Type i32 = b.getI32Type();
+          Value word = arith::BitcastOp::create(b, loc, i32, args[0]);
+          Value kIndex = linalg::IndexOp::create(b, loc, rank - 2);
+          Value odd = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::ne,
+              arith::RemUIOp::create(b, loc, kIndex, indexConst(b, loc, 2)),
+              indexConst(b, loc, 0));
+          Value high = arith::AndIOp::create(
+              b, loc, word,
+              arith::ConstantIntOp::create(b, loc, i32,
+                                           static_cast<int32_t>(0xFFFF0000)));
+          Value low = arith::ShLIOp::create(
+              b, loc, word, arith::ConstantIntOp::create(b, loc, i32, 16));
+          Value bits = arith::SelectOp::create(b, loc, odd, high, low);
+          Value value = arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
+          linalg::YieldOp::create(b, loc, value);
         });
     rewriter.replaceOp(op, copy.getResult(0));
     return success();

@@ -90,8 +90,10 @@ struct ConvertVMoEToSCFPass
     // them; then the unpack_panels left (copies).
     target.addLegalOp<UnpackPanelsOp>();
     RewritePatternSet patterns(ctx);
+    // vdpbf16ps exists for 4, 8 and 16 f32 lanes.
+    bool dot = bf16Dot && (lanes == 4 || lanes == 8 || lanes == 16);
     populateVMoEToSCFConversionPatterns(
-        patterns, MicrokernelShape{tileRows, tileVectors, lanes});
+        patterns, MicrokernelShape{tileRows, tileVectors, lanes, dot});
     FrozenRewritePatternSet frozen(std::move(patterns));
     if (failed(applyPartialConversion(getOperation(), target, frozen)))
       return signalPassFailure();

@@ -15,6 +15,8 @@
 
 #include "Manifest.h"
 
+#include "../BF16Panels.h"
+
 #include "vmoe/Support/BoundedJson.h"
 #include "vmoe/Support/Limits.h"
 
@@ -292,7 +294,31 @@ readTensor(const json::Value &value, std::string path, std::string &error) {
     std::optional<int64_t> width = reader.getInt("panel_width", 1, 1024);
     if (!width)
       return std::nullopt;
-    if (tensor.shape.size() < 2 || tensor.shape.back() % *width != 0) {
+    if (object->get("panel_storage")) {
+      std::optional<StringRef> storage = reader.getString("panel_storage");
+      if (!storage)
+        return std::nullopt;
+      if (*storage != "f32" && *storage != "bf16_pairs") {
+        std::string got = "\"" + storage->str() + "\"";
+        reader.fail("panel_storage",
+                    "must be \"f32\" or \"bf16_pairs\", got " + got);
+        return std::nullopt;
+      }
+      tensor.bf16Pairs = *storage == "bf16_pairs";
+    }
+    // bf16 pairs pad N to whole panels and K to pairs, within the tensor's
+    // f32 region; f32 panels are packed in place, whole panels only.
+    bool rank2 = tensor.shape.size() >= 2;
+    if (tensor.bf16Pairs && rank2) {
+      tensor.panelWidth = *width;
+      if (bf16PanelWords(tensor) > tensor.numElements) {
+        std::string size = std::to_string(tensor.numElements);
+        reader.fail("panel_storage", "bf16 pair panels of width " +
+                                         Twine(*width) + " do not fit the " +
+                                         size + " floats of the tensor");
+        return std::nullopt;
+      }
+    } else if (!rank2 || tensor.shape.back() % *width != 0) {
       reader.fail("panel_width",
                   "must divide the last dim of a tensor of rank >= 2, got " +
                       Twine(*width));

@@ -44,6 +44,10 @@ struct TensorInfo {
   /// [..., K, N] tensor is read from safetensors plain and packed once at
   /// load into [..., N/L, K, L] (docs/ModelFormat.md §5).
   int64_t panelWidth = 0;
+  /// With a panel width: the panels hold bf16 pairs ("panel_storage":
+  /// "bf16_pairs"), [..., ceil(N/L), ceil(K/2), L] 32-bit words written at
+  /// load from the f32 tensor (BF16Panels.h).
+  bool bf16Pairs = false;
 };
 
 /// One MoE layer: what the runtime needs to check a capacity ratio.

@@ -64,6 +64,8 @@ namespace {
 
 /// One tensor entry of the header, after its fields have been checked.
 struct Entry {
+  /// BF16 data (widened to f32 at load), else F32.
+  bool bf16 = false;
   llvm::SmallVector<int64_t, 4> shape;
   uint64_t begin = 0;
   uint64_t end = 0;
@@ -103,10 +105,11 @@ llvm::Expected<Entry> SafetensorsReader::readEntry(StringRef name,
   std::optional<StringRef> dtype = object->getString("dtype");
   if (!dtype)
     return fail(tensor + ": 'dtype' is not a string");
-  if (*dtype != "F32")
-    return fail(tensor + " has dtype " + *dtype + ", expected F32");
+  if (*dtype != "F32" && *dtype != "BF16")
+    return fail(tensor + " has dtype " + *dtype + ", expected F32 or BF16");
 
   Entry entry;
+  entry.bf16 = *dtype == "BF16";
   const json::Array *shape = object->getArray("shape");
   if (!shape)
     return fail(tensor + ": 'shape' is not an array");
@@ -136,9 +139,10 @@ llvm::Expected<Entry> SafetensorsReader::readEntry(StringRef name,
   return entry;
 }
 
-/// Bytes of an F32 tensor of `shape`, or nullopt on overflow.
-static std::optional<uint64_t> byteSize(llvm::ArrayRef<int64_t> shape) {
-  int64_t bytes = sizeof(float);
+/// Bytes of an F32 (or BF16) tensor of `shape`, or nullopt on overflow.
+static std::optional<uint64_t> byteSize(llvm::ArrayRef<int64_t> shape,
+                                        bool bf16 = false) {
+  int64_t bytes = bf16 ? sizeof(uint16_t) : sizeof(float);
   for (int64_t dim : shape)
     if (llvm::MulOverflow(bytes, dim, bytes))
       return std::nullopt;
@@ -317,13 +321,13 @@ llvm::Error vmoe::runtime::loadSafetensors(StringRef path,
                          formatShape(entry->shape) + ", expected " +
                          formatShape(tensor.shape));
     // The manifest bounds tensor.numElements, so this cannot overflow.
-    uint64_t bytesNeeded = byteSize(tensor.shape).value_or(0);
+    uint64_t bytesNeeded = byteSize(tensor.shape, entry->bf16).value_or(0);
     if (entry->end - entry->begin != bytesNeeded)
-      return reader.fail("tensor '" + name + "' has data_offsets [" +
-                         Twine(entry->begin) + ", " + Twine(entry->end) +
-                         "] (" + Twine(entry->end - entry->begin) +
-                         " bytes), expected " + Twine(bytesNeeded) +
-                         " bytes for F32 " + formatShape(tensor.shape));
+      return reader.fail(
+          "tensor '" + name + "' has data_offsets [" + Twine(entry->begin) +
+          ", " + Twine(entry->end) + "] (" + Twine(entry->end - entry->begin) +
+          " bytes), expected " + Twine(bytesNeeded) + " bytes for " +
+          (entry->bf16 ? "BF16 " : "F32 ") + formatShape(tensor.shape));
     checked.push_back({name, &tensor, std::move(*entry)});
   }
   if (llvm::Error e = checkCoverage(reader, checked, dataSize))
@@ -343,9 +347,22 @@ llvm::Error vmoe::runtime::loadSafetensors(StringRef path,
       first = rowBytes * rows * static_cast<uint64_t>(rank);
       length = rowBytes * rows;
     }
+    if (!c.entry.bf16) {
+      if (!file.read(dataStart + c.entry.begin + first, length,
+                     reinterpret_cast<char *>(weights + tensor.offset) + first))
+        return reader.fail("cannot read tensor '" + c.name + "'");
+      continue;
+    }
+    // BF16: the f32 with the same high 16 bits (exact).
+    std::vector<uint16_t> halves(length / sizeof(uint16_t));
     if (!file.read(dataStart + c.entry.begin + first, length,
-                   reinterpret_cast<char *>(weights + tensor.offset) + first))
+                   reinterpret_cast<char *>(halves.data())))
       return reader.fail("cannot read tensor '" + c.name + "'");
+    float *out = weights + tensor.offset + first / sizeof(uint16_t);
+    for (size_t i = 0; i < halves.size(); ++i) {
+      uint32_t bits = static_cast<uint32_t>(halves[i]) << 16;
+      std::memcpy(out + i, &bits, sizeof(bits));
+    }
   }
   return llvm::Error::success();
 }

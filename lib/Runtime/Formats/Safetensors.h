@@ -7,9 +7,9 @@
 // Reads a safetensors file (8-byte little-endian header length, JSON header,
 // data) and copies each tensor the manifest lists into the flat weights
 // buffer at its manifest offset (docs/ModelFormat.md §3). The file must hold
-// exactly the manifest's tensors, all F32 with the manifest's shapes; every
-// violation is reported in one line naming the file and the tensor. Internal
-// to lib/Runtime.
+// exactly the manifest's tensors, each F32 or BF16 (widened exactly to f32)
+// with the manifest's shapes; every violation is reported in one line naming
+// the file and the tensor. Internal to lib/Runtime.
 //
 //===----------------------------------------------------------------------===//
 

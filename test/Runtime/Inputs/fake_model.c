@@ -148,6 +148,21 @@ static const char manifest[] =
     "\"name\": \"fake-model\", \"batch_images\": 2, " MANIFEST_IMAGE
     "\"capacity_ratio\": 1.0, \"max_capacity_ratio\": 1e300, "
     "\"moe_layers\": [" MANIFEST_MOE_LAYER "], " MANIFEST_TENSORS "}";
+#elif FAKE_BAD_MANIFEST == 9 || FAKE_BAD_MANIFEST == 10
+/* Panel fields on a [4, 2] head.kernel: bf16 pair panels of width 16 need
+   32 words (9), or a panel storage the runtime does not know (10). */
+#if FAKE_BAD_MANIFEST == 9
+#define PANEL_FIELDS "\"panel_width\": 16, \"panel_storage\": \"bf16_pairs\""
+#else
+#define PANEL_FIELDS "\"panel_width\": 2, \"panel_storage\": \"f16\""
+#endif
+static const char manifest[] =
+    "{\"format\": \"vmoe-compiled-model\", \"version\": 1, "
+    "\"name\": \"fake-model\", \"batch_images\": 2, " MANIFEST_IMAGE
+    "\"capacity_ratio\": 1.0, \"max_capacity_ratio\": 2.0, "
+    "\"moe_layers\": [" MANIFEST_MOE_LAYER "], \"weights_size\": 16, "
+    "\"tensors\": [{\"name\": \"head.kernel\", \"shape\": [4, 2], "
+    "\"offset\": 0, " PANEL_FIELDS "}]}";
 #elif FAKE_BAD_MANIFEST == 7
 /* 60,000 nested arrays: the JSON nesting limit, not a stack overflow. */
 #define FAKE_DEEP_MANIFEST 60000

@@ -528,6 +528,16 @@ LogicalResult FusedExpertsOp::verify() {
   int64_t e = dimOf(getSlotEntries(), 0);
   if (failed(verifyShape(op, "fill", getFill(), {e, g}, "E x G")))
     return failure();
+  // fused_experts-C7: bf16 pairs live in f32 panels only.
+  bool bf16Pairs = getWeightStorage() == PanelStorage::bf16_pairs;
+  if (bf16Pairs && !getWeightPanels())
+    return emitOpError() << "'weight_storage' "
+                         << stringifyPanelStorage(getWeightStorage())
+                         << " needs 'weight_panels'";
+  if (bf16Pairs && !getX().getType().getElementType().isF32())
+    return emitOpError() << "'weight_storage' bf16_pairs needs f32 operands, "
+                            "got "
+                         << getX().getType().getElementType();
   // fused_experts-C5: the panel layout of vmoe.unpack_panels.
   if (std::optional<uint64_t> panels = getWeightPanels()) {
     if (getWUp())
@@ -540,11 +550,17 @@ LogicalResult FusedExpertsOp::verify() {
     auto count = [l](int64_t n) {
       return ShapedType::isDynamic(n) ? n : (n + l - 1) / l;
     };
-    if (failed(verifyShape(op, "w1", getW1(), {e, count(h), d, l},
-                           "E x ceil(H/L) x D x L")) ||
+    // With bf16 pairs a panel row holds two k.
+    auto rows = [bf16Pairs](int64_t k) {
+      return !bf16Pairs || ShapedType::isDynamic(k) ? k : (k + 1) / 2;
+    };
+    if (failed(verifyShape(op, "w1", getW1(), {e, count(h), rows(d), l},
+                           bf16Pairs ? "E x ceil(H/L) x ceil(D/2) x L"
+                                     : "E x ceil(H/L) x D x L")) ||
         failed(verifyShape(op, "b1", getB1(), {e, h}, "E x H")) ||
-        failed(verifyShape(op, "w2", getW2(), {e, count(d), h, l},
-                           "E x ceil(D/L) x H x L")) ||
+        failed(verifyShape(op, "w2", getW2(), {e, count(d), rows(h), l},
+                           bf16Pairs ? "E x ceil(D/L) x ceil(H/2) x L"
+                                     : "E x ceil(D/L) x H x L")) ||
         failed(verifyShape(op, "b2", getB2(), {e, d}, "E x D")))
       return failure();
     return success();
@@ -583,7 +599,7 @@ LogicalResult FusedRouteOp::verify() {
   auto k = static_cast<int64_t>(getK());
   if (failed(verifyRouterOperands(op, getX(), getRouter(), k)))
     return failure();
-  int64_t g = dimOf(getX(), 0), s = dimOf(getX(), 1), d = dimOf(getX(), 2);
+  int64_t g = dimOf(getX(), 0), s = dimOf(getX(), 1);
   int64_t e = dimOf(getRouter(), 1);
   // fused_route-C2.
   if (failed(verifyShape(op, "expert_ids", getExpertIds(), {g, s, k},
@@ -661,7 +677,7 @@ LogicalResult ExpertChoiceOp::verify() {
   // expert_choice-C1 (k = 1: every expert takes tokens).
   if (failed(verifyRouterOperands(op, getX(), getRouter(), /*k=*/1)))
     return failure();
-  int64_t g = dimOf(getX(), 0), s = dimOf(getX(), 1), d = dimOf(getX(), 2);
+  int64_t g = dimOf(getX(), 0), s = dimOf(getX(), 1);
   int64_t e = dimOf(getRouter(), 1);
   // expert_choice-C2.
   if (failed(verifyShape(op, "gates", getGates(), {g, s, e}, "G x S x E")))
@@ -808,8 +824,25 @@ LogicalResult UnpackPanelsOp::verify() {
                          << " (... x K x N), got rank "
                          << resultType.getRank();
   ArrayRef<int64_t> in = panelsType.getShape(), out = resultType.getShape();
+  // unpack_panels-C3: bf16 pairs, two k per f32 word.
+  bool bf16Pairs = getStorage() == PanelStorage::bf16_pairs;
+  if (bf16Pairs) {
+    if (!panelsType.getElementType().isF32() ||
+        !resultType.getElementType().isF32())
+      return emitOpError() << "bf16_pairs storage needs f32 panels and "
+                              "result, got "
+                           << panelsType.getElementType();
+    int64_t k = out[rank - 3], words = in[rank - 2];
+    if (!ShapedType::isDynamic(k) && !ShapedType::isDynamic(words) &&
+        words != (k + 1) / 2)
+      return emitOpError() << "panels dim K (" << words
+                           << ") must be ceil(K/2) = " << (k + 1) / 2
+                           << " for the result's K (" << k
+                           << ") with bf16_pairs storage";
+  }
   SmallVector<int64_t> expected(in.begin(), in.end() - 3);
-  expected.push_back(in[rank - 2]);
+  // With bf16 pairs the result's K is checked above (C3).
+  expected.push_back(bf16Pairs ? out[rank - 3] : in[rank - 2]);
   expected.push_back(out.back());
   for (auto [actual, want] : llvm::zip_equal(out, expected))
     if (!dimsCompatible(actual, want))

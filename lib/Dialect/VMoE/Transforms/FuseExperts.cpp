@@ -90,7 +90,8 @@ struct FuseDispatchExpertCombine : OpRewritePattern<CombineOp> {
       if (unpack1 && unpack2) {
         int64_t l1 = unpack1.getPanels().getType().getShape().back();
         int64_t l2 = unpack2.getPanels().getType().getShape().back();
-        if (l1 == l2 && !ShapedType::isDynamic(l1))
+        if (l1 == l2 && !ShapedType::isDynamic(l1) &&
+            unpack1.getStorage() == unpack2.getStorage())
           panelWidth = rewriter.getI64IntegerAttr(l1);
       }
     }
@@ -102,7 +103,10 @@ struct FuseDispatchExpertCombine : OpRewritePattern<CombineOp> {
           rewriter, loc, xType, dispatch.getX(), assign.getSlots(),
           combine.getWeights(), assign.getSlotEntries(), assign.getFill(), w1,
           mlp.getB1(), w2, mlp.getB2(), /*w_up=*/Value(),
-          mlp.getActivationAttr(), panelWidth);
+          mlp.getActivationAttr(), panelWidth,
+          PanelStorageAttr::get(rewriter.getContext(),
+                                panelWidth ? unpack1.getStorage()
+                                           : PanelStorage::f32));
     } else {
       // SwiGLU: w1 = w_gate, w2 = w_down, act = silu, zero biases.
       auto upType = swiglu.getWUp().getType();
@@ -120,7 +124,8 @@ struct FuseDispatchExpertCombine : OpRewritePattern<CombineOp> {
           swiglu.getWGate(), zeros({e, h}), swiglu.getWDown(), zeros({e, d}),
           swiglu.getWUp(),
           ActivationAttr::get(rewriter.getContext(), Activation::silu),
-          /*weight_panels=*/IntegerAttr());
+          /*weight_panels=*/IntegerAttr(),
+          PanelStorageAttr::get(rewriter.getContext(), PanelStorage::f32));
     }
     rewriter.replaceOp(combine, fused.getOutput());
     rewriter.eraseOp(ffn);

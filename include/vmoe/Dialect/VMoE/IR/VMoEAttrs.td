@@ -37,4 +37,12 @@ def VMoE_CapacityRuleAttr
   let assemblyFormat = "`<` $value `>`";
 }
 
+/// How the 32-bit words of a panel-layout weight hold its values: `f32`
+/// (one value per word) or `bf16_pairs` (two bf16 values of consecutive k
+/// per word, k even in the low half; docs/Dialect.md, Weight panels).
+def VMoE_PanelStorageAttr
+    : EnumAttr<VMoE_Dialect, VMoE_PanelStorage, "panel_storage"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
 #endif // VMOE_DIALECT_VMOE_IR_VMOEATTRS_TD

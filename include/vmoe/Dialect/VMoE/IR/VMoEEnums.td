@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 //
 // Closed sets of choices: expert activation, routing order, BPR priority
-// score and capacity rounding rule.
+// score, capacity rounding rule and the number format of weight panels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,6 +47,15 @@ def VMoE_CapacityRule : I32EnumAttr<"CapacityRule",
     "rounding of k*S*C/E to a per-expert capacity", [
       I32EnumAttrCase<"round", 0>,
       I32EnumAttrCase<"ceil", 1>
+    ]> {
+  let cppNamespace = "::mlir::vmoe";
+  let genSpecializedAttr = 0;
+}
+
+def VMoE_PanelStorage : I32EnumAttr<"PanelStorage",
+    "number format of weights stored in GEMM panel layout", [
+      I32EnumAttrCase<"f32", 0>,
+      I32EnumAttrCase<"bf16_pairs", 1>
     ]> {
   let cppNamespace = "::mlir::vmoe";
   let genSpecializedAttr = 0;

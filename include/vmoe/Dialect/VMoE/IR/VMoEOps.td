@@ -411,6 +411,15 @@ def VMoE_FusedExpertsOp : VMoE_Op<"fused_experts", [Pure,
     weights on every call. `vmoe-fuse-experts` sets it when both weights
     come from `vmoe.unpack_panels`.
 
+    With `weight_storage = #vmoe.panel_storage<bf16_pairs>` (and
+    `weight_panels = L`) the panels hold bf16 weights, two per 32-bit word
+    as in `vmoe.unpack_panels`: w1 is `E x ceil(H/L) x ceil(D/2) x L`, w2
+    `E x ceil(D/L) x ceil(H/2) x L`. The GEMMs then multiply bf16 weights by
+    the rows rounded to bf16 (round to nearest even) and accumulate in f32
+    (`vdpbf16ps` where the target has AVX512_BF16, else a 16-bit shift and
+    an f32 fma per product: every product is exact in f32); biases,
+    activation and the combine stay f32.
+
     With `gated(%w_up)` the expert is the SwiGLU of `vmoe.expert_swiglu`
     (fused from `dispatch -> expert_swiglu -> combine`):
     `(act(row . w1[e] + b1[e]) * (row . w_up[e])) . w2[e] + b2[e]`, `w1`
@@ -420,8 +429,11 @@ def VMoE_FusedExpertsOp : VMoE_Op<"fused_experts", [Pure,
     weights `G x S x k`), fused_experts-C3 (slot_entries `E x G x B`, fill
     `E x G`), fused_experts-C4 (w1 `E x D x H`, b1 `E x H`, w2 `E x H x D`,
     b2 `E x D`), fused_experts-C5 (with `weight_panels = L`: w1
-    `E x ceil(H/L) x D x L`, w2 `E x ceil(D/L) x H x L`, H from b1),
-    fused_experts-C6 (w_up `E x D x H`, the element type of x).
+    `E x ceil(H/L) x D x L`, w2 `E x ceil(D/L) x H x L`, H from b1; with
+    bf16_pairs D and H become ceil(D/2) and ceil(H/2)),
+    fused_experts-C6 (w_up `E x D x H`, the element type of x),
+    fused_experts-C7 (`weight_storage` other than f32 needs
+    `weight_panels`, f32 operands).
 
     ```mlir
     %out = vmoe.fused_experts %x, %slots, %weights, %entries, %fill,
@@ -444,7 +456,9 @@ def VMoE_FusedExpertsOp : VMoE_Op<"fused_experts", [Pure,
     VMoE_FloatTensor:$b2,
     Optional<VMoE_FloatTensor>:$w_up,
     DefaultValuedAttr<VMoE_ActivationAttr, "Activation::gelu_tanh">:$activation,
-    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$weight_panels
+    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$weight_panels,
+    DefaultValuedAttr<VMoE_PanelStorageAttr,
+                      "PanelStorage::f32">:$weight_storage
   );
   let results = (outs VMoE_FloatTensor:$output);
   let assemblyFormat = [{
@@ -839,16 +853,31 @@ def VMoE_UnpackPanelsOp : VMoE_Op<"unpack_panels", [Pure,
     reads `panels[..., n floordiv L, k, n mod L]` in place); elsewhere the
     op lowers to a transpose.
 
+    With `storage = #vmoe.panel_storage<bf16_pairs>` each 32-bit word of
+    the f32 panels holds two bf16 weights of consecutive k (the pairs
+    `vdpbf16ps` multiplies): `panels[..., n / L, j, n % L]` has the bits of
+    bf16 `w[..., 2j, n]` in its low 16 bits and of `w[..., 2j + 1, n]` in
+    its high 16 bits (zero past K), so panels are `... x P x ceil(K/2) x L`
+    and `result[..., k, n]` is the f32 value of that bf16 (its bits shifted
+    left by 16). The runtime writes this layout from f32 weights at load
+    (round to nearest even; docs/ModelFormat.md §5).
+
     Rules: unpack_panels-C1 (panels rank >= 3, result rank one less, same
     leading dims and K), unpack_panels-C2 (`(P - 1) * L < N <= P * L` for P
-    panels of width L).
+    panels of width L), unpack_panels-C3 (with bf16_pairs: panels K is
+    `ceil(K/2)`, f32 words).
 
     ```mlir
     %w1 = vmoe.unpack_panels %packed
         : tensor<32x128x512x16xf32> -> tensor<32x512x2048xf32>
+    %w2 = vmoe.unpack_panels %pairs
+        {storage = #vmoe.panel_storage<bf16_pairs>}
+        : tensor<32x32x1024x16xf32> -> tensor<32x2048x512xf32>
     ```
   }];
-  let arguments = (ins VMoE_FloatTensor:$panels);
+  let arguments = (ins VMoE_FloatTensor:$panels,
+                   DefaultValuedAttr<VMoE_PanelStorageAttr,
+                                     "PanelStorage::f32">:$storage);
   let results = (outs VMoE_FloatTensor:$result);
   let assemblyFormat = [{
     $panels attr-dict `:` type($panels) `->` type($result)

@@ -43,9 +43,10 @@ def VMoEFuseExpertsPass : Pass<"vmoe-fuse-experts", "::mlir::func::FuncOp"> {
     and expert outputs disappear; results are the same as the unfused ops.
     Needs static capacities (run vmoe-buffer-sizing first); chains whose
     intermediate values escape are left alone. When both expert weights
-    come from `vmoe.unpack_panels` with one panel width L, the fused op
-    takes the panels themselves (`weight_panels = L`) and the unpack ops
-    left without users are erased.
+    come from `vmoe.unpack_panels` with one panel width L and one storage,
+    the fused op takes the panels themselves (`weight_panels = L`, and
+    `weight_storage` for bf16 pairs) and the unpack ops left without users
+    are erased.
     The chain with
     `vmoe.expert_swiglu` in place of `expert_ffn` becomes a gated
     `fused_experts` (silu, `w_up`, zero biases; static E, D and H).

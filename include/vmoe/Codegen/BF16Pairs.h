@@ -1,0 +1,48 @@
+//===- BF16Pairs.h - bf16 pair products of the CPU microkernel --*- C++ -*-===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// bf16 weights travel as pairs: one 32-bit word holds the bf16 values of
+// two consecutive k (k even in the low half), the operand layout of x86's
+// `vdpbf16ps`. These helpers form `acc += a[2j] * b[2j] + a[2j+1] * b[2j+1]`
+// per f32 lane, either with `x86vector.avx512.dot` (targets with
+// AVX512_BF16) or, anywhere else, by widening each bf16 to f32 with a 16-bit
+// shift (or a mask) and two f32 fmas. Every bf16 x bf16 product is exact in
+// f32, so both accumulate exact products in f32.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef VMOE_CODEGEN_BF16PAIRS_H
+#define VMOE_CODEGEN_BF16PAIRS_H
+
+#include "mlir/IR/Builders.h"
+
+namespace mlir::vmoe {
+
+/// Emits the products of bf16 pairs into f32 accumulators of `lanes` lanes.
+struct BF16PairProducts {
+  /// x86vector.avx512.dot (vdpbf16ps) instead of shift + fma.
+  bool dot = false;
+  int64_t lanes = 8;
+
+  /// vector<2 x lanes x f32> rounded to bf16 (nearest even, NaN kept) and
+  /// packed into vector<lanes x i32> pair words (element 2i in the low
+  /// half of word i). With `dot` an f32 -> bf16 truncation (vcvtne2ps2bf16
+  /// on AVX512_BF16); else integer arithmetic on the f32 bits, so that
+  /// targets without bf16 instructions need no runtime library call.
+  Value roundToPairs(OpBuilder &b, Location loc, Value values) const;
+  /// The operands one vector of pairs (vector<lanes x i32>) of B gives:
+  /// the bf16 vector for the dot, else its even and odd k as f32 vectors.
+  SmallVector<Value, 2> prepareB(OpBuilder &b, Location loc, Value pairs) const;
+  /// The operands one pair (i32) of A gives, broadcast to all lanes.
+  SmallVector<Value, 2> prepareA(OpBuilder &b, Location loc, Value pair) const;
+  /// acc + a[even] * b[even] + a[odd] * b[odd], per lane.
+  Value update(OpBuilder &b, Location loc, Value acc, ArrayRef<Value> a,
+               ArrayRef<Value> bOperands) const;
+};
+
+} // namespace mlir::vmoe
+
+#endif // VMOE_CODEGEN_BF16PAIRS_H

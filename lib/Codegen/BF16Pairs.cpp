@@ -1,0 +1,106 @@
+//===- BF16Pairs.cpp - bf16 pair products of the CPU microkernel ----------===//
+//
+// Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
+//
+//===----------------------------------------------------------------------===//
+//
+// The dot form broadcasts A's pair word to every lane and bitcasts both
+// operands to vector<2 x lanes x bf16>: lane i of the result adds the
+// products of bf16 elements 2i and 2i + 1, i.e. of k even and odd. The
+// shift form turns a bf16 into the f32 with the same bits in its high half:
+// the even k (low half) by `shl 16`, the odd k (high half) by masking the
+// low half off; then one fma per k, even first.
+//
+//===----------------------------------------------------------------------===//
+
+#include "vmoe/Codegen/BF16Pairs.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
+
+using namespace mlir;
+using namespace mlir::vmoe;
+
+/// The f32 values of the even (low half) and odd (high half) bf16 of
+/// `words` (i32 or vector of i32).
+static std::pair<Value, Value> widenPairs(OpBuilder &b, Location loc,
+                                          Value words, Type f32Type) {
+  Type type = words.getType();
+  auto splat = [&](int64_t v) {
+    TypedAttr attr = b.getI32IntegerAttr(static_cast<int32_t>(v));
+    if (auto vector = dyn_cast<VectorType>(type))
+      attr = DenseElementsAttr::get(vector, attr);
+    return Value(arith::ConstantOp::create(b, loc, attr));
+  };
+  Value even = arith::ShLIOp::create(b, loc, words, splat(16));
+  Value odd = arith::AndIOp::create(b, loc, words, splat(0xFFFF0000));
+  return {arith::BitcastOp::create(b, loc, f32Type, even),
+          arith::BitcastOp::create(b, loc, f32Type, odd)};
+}
+
+Value BF16PairProducts::roundToPairs(OpBuilder &b, Location loc,
+                                     Value values) const {
+  auto wordsType = VectorType::get({lanes}, b.getI32Type());
+  if (dot) {
+    Value halves = arith::TruncFOp::create(
+        b, loc, VectorType::get({2 * lanes}, b.getBF16Type()), values);
+    return vector::BitCastOp::create(b, loc, wordsType, halves);
+  }
+  // bits + 0x7fff + (bit 16 of bits), then the high half: round to nearest
+  // even; a NaN keeps its high half with the quiet bit set.
+  auto bitsType = VectorType::get({2 * lanes}, b.getI32Type());
+  auto splat = [&](int32_t v) {
+    return Value(arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(bitsType, b.getI32IntegerAttr(v))));
+  };
+  Value bits = arith::BitcastOp::create(b, loc, bitsType, values);
+  Value high = arith::ShRUIOp::create(b, loc, bits, splat(16));
+  Value lsb = arith::AndIOp::create(b, loc, high, splat(1));
+  Value rounded = arith::ShRUIOp::create(
+      b, loc,
+      arith::AddIOp::create(b, loc, bits,
+                            arith::AddIOp::create(b, loc, lsb, splat(0x7FFF))),
+      splat(16));
+  Value isNaN =
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, values, values);
+  Value quiet = arith::OrIOp::create(b, loc, high, splat(0x40));
+  Value halves = arith::TruncIOp::create(
+      b, loc, VectorType::get({2 * lanes}, b.getI16Type()),
+      arith::SelectOp::create(b, loc, isNaN, quiet, rounded));
+  return vector::BitCastOp::create(b, loc, wordsType, halves);
+}
+
+SmallVector<Value, 2> BF16PairProducts::prepareB(OpBuilder &b, Location loc,
+                                                 Value pairs) const {
+  if (dot)
+    return {vector::BitCastOp::create(
+        b, loc, VectorType::get({2 * lanes}, b.getBF16Type()), pairs)};
+  auto [even, odd] =
+      widenPairs(b, loc, pairs, VectorType::get({lanes}, b.getF32Type()));
+  return {even, odd};
+}
+
+SmallVector<Value, 2> BF16PairProducts::prepareA(OpBuilder &b, Location loc,
+                                                 Value pair) const {
+  if (dot) {
+    Value words = vector::BroadcastOp::create(
+        b, loc, VectorType::get({lanes}, b.getI32Type()), pair);
+    return {vector::BitCastOp::create(
+        b, loc, VectorType::get({2 * lanes}, b.getBF16Type()), words)};
+  }
+  auto [even, odd] = widenPairs(b, loc, pair, b.getF32Type());
+  auto vectorType = VectorType::get({lanes}, b.getF32Type());
+  return {vector::BroadcastOp::create(b, loc, vectorType, even),
+          vector::BroadcastOp::create(b, loc, vectorType, odd)};
+}
+
+Value BF16PairProducts::update(OpBuilder &b, Location loc, Value acc,
+                               ArrayRef<Value> a,
+                               ArrayRef<Value> bOperands) const {
+  if (dot)
+    return x86vector::DotBF16Op::create(b, loc, acc.getType(), acc, a[0],
+                                        bOperands[0]);
+  Value even = vector::FMAOp::create(b, loc, a[0], bOperands[0], acc);
+  return vector::FMAOp::create(b, loc, a[1], bOperands[1], even);
+}
