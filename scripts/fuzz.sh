@@ -99,5 +99,9 @@ clang++-22 "${flags[@]}" "${extra[@]}" "${sources[@]}" "${libs[@]}" -o "$binary"
 dict=()
 [[ "$target" == safetensors || "$target" == manifest || "$target" == description ]] &&
   dict=(-dict="$root/fuzz/json.dict")
+# allow_user_poisoning=0: LLVM's BumpPtrAllocator poisons slabs in the
+# instrumented code and unpoisons allocations only there; libMLIR.so's
+# allocations from such slabs would read as poisoned (a false report).
+ASAN_OPTIONS="${ASAN_OPTIONS:-allow_user_poisoning=0}" \
 "$binary" "$corpus" "${dict[@]}" -max_total_time="$seconds" -timeout=10 \
   -rss_limit_mb=4096 -artifact_prefix="$out/crashes/$target-" -print_final_stats=1 "$@"

@@ -26,6 +26,22 @@ config.substitutions.append(("%vmoe_lib_dir", config.vmoe_lib_dir))
 config.substitutions.append(("%vmoe_tools_dir", config.vmoe_tools_dir))
 
 llvm_config.use_default_substitutions()
+
+# A sanitizer build (VMOE_SANITIZE, docs/Fuzzing.md): every process gets
+# ASan's shared runtime preloaded, so that instrumented libraries loaded by
+# uninstrumented hosts (Python's ctypes, C programs, mlir-runner) work; any
+# report fails its test. Leak checks are off: the uninstrumented programs
+# the tests run (Python, clang) would report theirs. User poisoning is off:
+# LLVM's BumpPtrAllocator poisons its slabs in instrumented code and
+# unpoisons allocations only there, so memory handed out by libMLIR.so
+# (uninstrumented) from a slab our code started reads as poisoned.
+if config.vmoe_sanitizer_runtime:
+    config.available_features.add("sanitize")
+    config.environment["LD_PRELOAD"] = config.vmoe_sanitizer_runtime
+    config.environment["ASAN_OPTIONS"] = (
+        "detect_leaks=0:abort_on_error=0:exitcode=86:"
+        "allocator_may_return_null=1:allow_user_poisoning=0")
+    config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 # The reference and golden-data generators need Debian's python3-torch, which

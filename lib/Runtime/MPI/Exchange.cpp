@@ -188,6 +188,13 @@ static LayerTraffic &layerStats(int64_t layer) {
   return layers[layer];
 }
 
+/// Copies `count` floats; none when count is 0, where the buffer of a rank
+/// with nothing to send may be null (memcpy's arguments must not be).
+static void copyRows(float *to, const float *from, int64_t count) {
+  if (count > 0)
+    std::memcpy(to, from, count * sizeof(float));
+}
+
 /// Checks the descriptors of one exchange.
 static void checkLayout(const F32x4 &a, const F32x4 &b, const I32x3 &ids,
                         const I32x3 &slots) {
@@ -224,7 +231,7 @@ void _mlir_ciface_vmoe_mpi_exchange_dispatch(F32x4 *input, I32x3 *ids,
         for (int64_t j = 0; j < l; ++j)
           for (int64_t gi = 0; gi < g; ++gi) {
             int64_t e = q * l + j, rows = p.fill[e * g + gi];
-            std::memcpy(to, in + (e * g + gi) * b * d, rows * d * 4);
+            copyRows(to, in + (e * g + gi) * b * d, rows * d);
             to += rows * d;
           }
       },
@@ -232,8 +239,8 @@ void _mlir_ciface_vmoe_mpi_exchange_dispatch(F32x4 *input, I32x3 *ids,
         for (int64_t j = 0; j < l; ++j)
           for (int64_t gi = 0; gi < g; ++gi) {
             int64_t rows = p.remote[(from * l + j) * g + gi];
-            std::memcpy(out + (j * worldSize * g + from * g + gi) * b * d,
-                        rowsIn, rows * d * 4);
+            copyRows(out + (j * worldSize * g + from * g + gi) * b * d,
+                     rowsIn, rows * d);
             rowsIn += rows * d;
           }
       },
@@ -267,9 +274,8 @@ void _mlir_ciface_vmoe_mpi_exchange_combine(F32x4 *input, I32x3 *ids,
         for (int64_t j = 0; j < l; ++j)
           for (int64_t gi = 0; gi < g; ++gi) {
             int64_t rows = p.remote[(to * l + j) * g + gi];
-            std::memcpy(rowsOut,
-                        in + (j * worldSize * g + to * g + gi) * b * d,
-                        rows * d * 4);
+            copyRows(rowsOut, in + (j * worldSize * g + to * g + gi) * b * d,
+                     rows * d);
             rowsOut += rows * d;
           }
       },
@@ -277,7 +283,7 @@ void _mlir_ciface_vmoe_mpi_exchange_combine(F32x4 *input, I32x3 *ids,
         for (int64_t j = 0; j < l; ++j)
           for (int64_t gi = 0; gi < g; ++gi) {
             int64_t e = from * l + j, rows = p.fill[e * g + gi];
-            std::memcpy(out + (e * g + gi) * b * d, rowsIn, rows * d * 4);
+            copyRows(out + (e * g + gi) * b * d, rowsIn, rows * d);
             rowsIn += rows * d;
           }
       },
