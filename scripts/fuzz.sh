@@ -34,7 +34,8 @@ mkdir -p "$out/corpus/$target" "$out/crashes"
 flags=(-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=undefined -I"$root/include" -I"$root/lib/Runtime"
        -I"$llvm/include")
-runtime=("$root"/lib/Runtime/Formats/{Manifest,PngImage,Safetensors}.cpp)
+runtime=("$root"/lib/Runtime/Formats/{Manifest,PngImage,Safetensors}.cpp
+         "$root"/lib/Runtime/BF16Panels.cpp)
 runtime_libs=("$llvm/lib/libLLVMSupport.a" "$llvm/lib/libLLVMDemangle.a" -lpng
               -lpthread -lm)
 # The vmoe libraries: those of the sanitizer build when it exists (compiled
