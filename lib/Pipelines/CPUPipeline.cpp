@@ -100,6 +100,9 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
     // Its loop bodies come in alloca scopes, which convert-scf-to-cf cannot
     // lower around the microkernel's stack scratch (LowerAllocaScopes.cpp).
     pm.addNestedPass<func::FuncOp>(vmoe::createLowerAllocaScopesPass());
+    // Few, unequal iterations (experts, column blocks): taken dynamically.
+    if (options.dynamicSchedule)
+      pm.addPass(createVMoEBalanceOMPLoopsPass());
   } else {
     pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
   }
