@@ -67,6 +67,7 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
   lowering.tileRows = tileRows;
   lowering.tileVectors = tileVectors;
   lowering.bf16Dot = options.bf16Dot;
+  lowering.prefetch = options.prefetchPanels;
   pm.addNestedPass<func::FuncOp>(createConvertVMoEToSCFPass(lowering));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -90,6 +91,7 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
     vectorize.tileRows = tileRows;
     vectorize.tileVectors = tileVectors;
     vectorize.parallel = options.parallel;
+    vectorize.prefetch = options.prefetchPanels;
     pm.addNestedPass<func::FuncOp>(
         createVMoEVectorizeContractionsPass(vectorize));
   }

@@ -67,6 +67,11 @@ struct VMoECPUPipelineOptions
                      "(vmoe-balance-omp-loops; default), else one contiguous "
                      "chunk each"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> prefetchPanels{
+      *this, "prefetch-panels",
+      llvm::cl::desc("GEMMs reading weight panels prefetch the next column "
+                     "panel's lines while computing the current one"),
+      llvm::cl::init(false)};
   PassOptions::Option<int64_t> expertParallel{
       *this, "expert-parallel",
       llvm::cl::desc("Split the experts of each token choice MoE layer over "

@@ -253,6 +253,8 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       up.loadPackedB = panelLoader(ex, w1, vectorType);
     else
       scratchUp = allocatePackedScratch(b, loc, h, d, shape);
+    if (bf16Pairs || panelWidth)
+      up.prefetchB = panelPrefetcher(ex, w1);
     emitGemm(b, loc, rows, h, d, staticH, shape, up, scratchUp,
              /*parallelPanels=*/false);
 
@@ -332,6 +334,8 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       down.loadPackedB = panelLoader(ex, w2, vectorType);
     else
       scratchDown = allocatePackedScratch(b, loc, d, h, shape);
+    if (bf16Pairs || panelWidth)
+      down.prefetchB = panelPrefetcher(ex, w2);
     emitGemm(b, loc, rows, d, h, staticD, shape, down, scratchDown,
              /*parallelPanels=*/false);
   }
@@ -342,6 +346,14 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
   panelLoader(Value ex, Value w, VectorType vectorType) {
     return [=](OpBuilder &b, Location loc, Value k, Value n) {
       return loadPanelVector(b, loc, vectorType, w, ValueRange{ex}, k, n);
+    };
+  }
+
+  /// Prefetches what panelLoader reads at (k, n).
+  static std::function<void(OpBuilder &, Location, Value, Value)>
+  panelPrefetcher(Value ex, Value w) {
+    return [=](OpBuilder &b, Location loc, Value k, Value n) {
+      prefetchPanelVector(b, loc, w, ValueRange{ex}, k, n);
     };
   }
 
