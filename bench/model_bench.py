@@ -459,8 +459,9 @@ def bench_model(name, args):
                 "logits_max_abs_diff", "same_top1")}
             print(f"{name}: {row} (torch {out['torch']}) vs compiled logits "
                   f"max |diff| {out['logits_max_abs_diff']:.2e} (limit "
-                  f"{atol:.1e}), same top-1 {100 * out['same_top1']:.1f}% "
-                  f"(limit {100 * min_top1:g}%)", flush=True)
+                  f"{atol:.1e}), same top-1 {100 * out['same_top1']:.1f}%"
+                  + (f" (limit {100 * min_top1:g}%)" if min_top1 else ""),
+                  flush=True)
         return out
 
     names = rows_of(args, "before" in exes)
