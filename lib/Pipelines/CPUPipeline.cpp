@@ -95,6 +95,10 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(
         createVMoEVectorizeContractionsPass(vectorize));
   }
+  // The rest (norms, softmax, adds, activations, copies): large ones over
+  // chunks of rows on threads too.
+  if (options.parallel && options.parallelLinalg)
+    pm.addNestedPass<func::FuncOp>(createVMoEParallelLinalgPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   if (options.parallel) {
     pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());

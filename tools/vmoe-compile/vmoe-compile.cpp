@@ -110,6 +110,11 @@ cl::opt<bool> dynamicSchedule(
              "GEMM column blocks) one at a time (default); false: one "
              "contiguous chunk each"),
     cl::init(true), cl::cat(category));
+cl::opt<bool> parallelLinalg(
+    "parallel-linalg",
+    cl::desc("Large elementwise and normalization loops run over chunks of "
+             "rows on the OpenMP threads too (default)"),
+    cl::init(true), cl::cat(category));
 cl::opt<std::string> runtimeDir(
     "runtime-dir",
     cl::desc("Folder of the runtime libraries (default: ../lib beside the "
@@ -451,6 +456,7 @@ int main(int argc, char **argv) {
     vmoe::VMoECPUPipelineOptions pipeline;
     pipeline.parallel = parallel;
     pipeline.dynamicSchedule = dynamicSchedule;
+    pipeline.parallelLinalg = parallelLinalg;
     pipeline.expertParallel = expertParallel;
     const llvm::MCSubtargetInfo &cpu = *(*machine)->getMCSubtargetInfo();
     pipeline.vectorWidth = vectorWidth                     ? vectorWidth

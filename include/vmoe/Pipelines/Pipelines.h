@@ -67,6 +67,12 @@ struct VMoECPUPipelineOptions
                      "(vmoe-balance-omp-loops; default), else one contiguous "
                      "chunk each"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> parallelLinalg{
+      *this, "parallel-linalg",
+      llvm::cl::desc("With parallel: large linalg ops the microkernel does "
+                     "not take (norms, softmax, adds, copies) run over chunks "
+                     "of rows on threads (vmoe-parallel-linalg; default)"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> prefetchPanels{
       *this, "prefetch-panels",
       llvm::cl::desc("GEMMs reading weight panels prefetch the next column "

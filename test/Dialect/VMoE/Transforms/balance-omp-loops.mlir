@@ -54,3 +54,34 @@ func.func @scheduled(%out: memref<?xf32>, %n: index) {
   }
   return
 }
+
+// A long loop of a known count (routing over 400 tokens) keeps the static
+// split: no atomic operation per iteration.
+// CHECK-LABEL: func.func @tokens
+// CHECK: omp.wsloop {
+func.func @tokens(%out: memref<400xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c400 = arith.constant 400 : index
+  %one = arith.constant 1.0 : f32
+  scf.parallel (%i) = (%c0) to (%c400) step (%c1) {
+    memref.store %one, %out[%i] : memref<400xf32>
+    scf.reduce
+  }
+  return
+}
+
+// 16 chunks of 25 rows (vmoe-parallel-linalg) are few: dynamic.
+// CHECK-LABEL: func.func @chunks
+// CHECK: omp.wsloop schedule(dynamic) {
+func.func @chunks(%out: memref<400xf32>) {
+  %c0 = arith.constant 0 : index
+  %c25 = arith.constant 25 : index
+  %c400 = arith.constant 400 : index
+  %one = arith.constant 1.0 : f32
+  scf.parallel (%i) = (%c0) to (%c400) step (%c25) {
+    memref.store %one, %out[%i] : memref<400xf32>
+    scf.reduce
+  }
+  return
+}

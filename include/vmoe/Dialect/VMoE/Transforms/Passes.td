@@ -236,14 +236,51 @@ def VMoEBalanceOMPLoopsPass : Pass<"vmoe-balance-omp-loops"> {
     GEMM, the last one narrow: 240, 240 and 32 columns for N = 512), and a
     static split of 3 blocks gives one thread 480 columns and the other 32.
     This pass sets `schedule(dynamic)` (chunks of one iteration) on every
-    `omp.wsloop` that has no schedule and no reduction: threads take the next
-    iteration when they finish one. Each such iteration writes its own
+    `omp.wsloop` that has no schedule, no reduction and at most
+    `max-iterations` iterations (or an unknown count): threads take the next
+    iteration when they finish one. Longer loops (routing over tokens) keep
+    the static split, which costs no atomic operation per iteration. Each such iteration writes its own
     outputs, so the result does not depend on the schedule. Loops with a
     reduction keep the static schedule (their partial sums, and so the
     rounding of the result, would depend on which thread took which
     iteration), as do loops that already have a schedule.
   }];
   let dependentDialects = ["::mlir::omp::OpenMPDialect"];
+  let options = [
+    Option<"maxIterations", "max-iterations", "int64_t", /*default=*/"256",
+           "Loops with more iterations (a constant count) stay static">
+  ];
+}
+
+def VMoEParallelLinalgPass : Pass<"vmoe-parallel-linalg", "::mlir::func::FuncOp"> {
+  let summary = "Run large linalg ops on buffers over chunks of rows in parallel";
+  let description = [{
+    After bufferization, the linalg ops the microkernel does not take
+    (layer norms, softmax, bias and residual adds, activations, copies) are
+    lowered to sequential loops: on 2 threads, ~6% of a V-MoE-S/32 forward
+    ran on one thread. This pass splits every such op with at least
+    `min-work` iterations (static loop ranges) along its first parallel dim
+    of size >= 2 (all dims before it parallel) into `chunks` equal chunks,
+    an `scf.parallel` over the chunks around the op on subviews
+    (`linalg::tileLinalgOp`), which convert-scf-to-openmp runs on threads;
+    convert-linalg-to-loops then lowers the op inside to sequential loops
+    whose innermost dim LLVM vectorizes as before. Every output element is
+    computed by one iteration in the same order as before (reduction dims
+    are never split), so results do not change and do not depend on the
+    thread count. Ops nested in a parallel loop, ops with dynamic leading
+    dims and small ops are left alone.
+  }];
+  let dependentDialects = [
+    "::mlir::affine::AffineDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect"
+  ];
+  let options = [
+    Option<"minWork", "min-work", "int64_t", /*default=*/"65536",
+           "Smallest product of the loop ranges that is split">,
+    Option<"chunks", "chunks", "int64_t", /*default=*/"16",
+           "Chunks of the split dim (iterations of the parallel loop)">
+  ];
 }
 
 #endif // VMOE_DIALECT_VMOE_TRANSFORMS_PASSES_TD
