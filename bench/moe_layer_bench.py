@@ -92,6 +92,7 @@ _CHILD_TIMEOUT_S = 900
 SIZES = {
     "s32-g1": dict(G=1, S=400, D=512, H=2048, E=32, k=2, C=1.05),
     "s32-g4": dict(G=4, S=400, D=512, H=2048, E=32, k=2, C=1.05),
+    "s32-t1600": dict(G=1, S=1600, D=512, H=2048, E=32, k=2, C=1.05),
     "b-g1": dict(G=1, S=400, D=768, H=3072, E=8, k=2, C=1.05),
 }
 
@@ -113,6 +114,13 @@ BF16_DOT = _host_has("avx512_bf16") and (
 PIPELINES = {
     "vmoe fused": "vmoe-lower-to-cpu{parallel=true vector-width=%d}",
     "vmoe repack": "vmoe-lower-to-cpu{parallel=true vector-width=%d}",
+    # The fused row with one lowering choice flipped, for its effect in the
+    # same run: static OpenMP split; prefetch of the next weight panel.
+    "vmoe static":
+        "vmoe-lower-to-cpu{parallel=true vector-width=%d "
+        "dynamic-schedule=false}",
+    "vmoe prefetch":
+        "vmoe-lower-to-cpu{parallel=true vector-width=%d prefetch-panels=true}",
     "vmoe unfused":
         "vmoe-lower-to-cpu{parallel=true fuse=false vector-width=%d}",
     "vmoe bf16": "vmoe-lower-to-cpu{parallel=true vector-width=%d "
@@ -124,7 +132,9 @@ if BF16_DOT:
 PIPELINES = {k: v % VECTOR_WIDTH for k, v in PIPELINES.items()}
 # Rows whose expert weights arrive in the GEMM panel layout (packed once),
 # as f32 or as bf16 pairs.
-PACKED = ("vmoe fused",)
+PACKED = ("vmoe fused", "vmoe static", "vmoe prefetch")
+# Rows whose output must equal `vmoe fused` bit for bit.
+EXACT = ("vmoe repack", "vmoe static", "vmoe prefetch")
 BF16_PACKED = tuple(p for p in PIPELINES if p.startswith("vmoe bf16"))
 PANEL_WIDTH = 16  # kWeightPanelWidth of the frontend
 TORCH_STYLES = ("torch tutel", "torch einsum", "torch loop")
@@ -755,6 +765,9 @@ def summarize(results, gflop):
     summary = {"fastest_torch": fastest, "fused_over_roofline": fused / roof,
                "fastest_torch_over_fused": best_torch / fused,
                "repack_over_fused": results["vmoe repack"]["median_ms"] / fused,
+               "static_over_fused": results["vmoe static"]["median_ms"] / fused,
+               "prefetch_over_fused":
+                   results["vmoe prefetch"]["median_ms"] / fused,
                "max_spread": spread}
     if BASELINE in results:
         summary["before_over_fused"] = results[BASELINE]["median_ms"] / fused
@@ -802,7 +815,9 @@ def print_table(name, size, B, threads, results, summary, routing, errors,
     print(f"fused/roofline = {summary['fused_over_roofline']:.2f}, "
           f"fastest-torch/fused = {summary['fastest_torch_over_fused']:.2f} "
           f"(fastest torch: {summary['fastest_torch']}), "
-          f"repack/fused = {summary['repack_over_fused']:.2f}" + (
+          f"repack/fused = {summary['repack_over_fused']:.2f}, "
+          f"static/fused = {summary['static_over_fused']:.2f}, "
+          f"prefetch/fused = {summary['prefetch_over_fused']:.2f}" + (
               f", before/fused = {summary['before_over_fused']:.2f}"
               if "before_over_fused" in summary else "") + (
               f", fused/bf16 = {summary['fused_over_bf16']:.2f}"
@@ -1025,8 +1040,8 @@ def implementations(args):
 
 def row_tolerance(impl):
     """Largest relative error vs `vmoe fused` a row may have."""
-    if impl == "vmoe repack":
-        return 0.0  # same arithmetic, weights in another layout
+    if impl in EXACT:
+        return 0.0  # same arithmetic (weight layout, schedule, prefetches)
     if impl in (*BF16_PACKED, *TORCH_BF16_STYLES):
         return BF16_VS_FUSED_RTOL
     if impl in (*PIPELINES, BASELINE):
@@ -1039,10 +1054,11 @@ def _check_errors(name, threads, errors):
     if not unfused < FUSED_VS_UNFUSED_RTOL:
         raise BenchError(f"{name} t{threads}: fused vs unfused max rel err "
                          f"{unfused:.2e} >= {FUSED_VS_UNFUSED_RTOL}", 1)
-    if errors["vmoe repack"] != 0:  # same arithmetic, other weight layout
-        raise BenchError(f"{name} t{threads}: packed and repacked weights "
-                         f"give different outputs (max rel err "
-                         f"{errors['vmoe repack']:.2e})", 1)
+    for row in EXACT:  # same arithmetic, other layout or schedule
+        if errors[row] != 0:
+            raise BenchError(f"{name} t{threads}: {row} and vmoe fused "
+                             f"give different outputs (max rel err "
+                             f"{errors[row]:.2e})", 1)
     for row in (*BF16_PACKED, *TORCH_BF16_STYLES):
         if not errors[row] < BF16_VS_FUSED_RTOL:
             raise BenchError(f"{name} t{threads}: {row} vs fused max rel "

@@ -179,11 +179,16 @@ struct GemmEmitter {
         b, loc, cst(b, loc, 0), steps, cst(b, loc, 1), start.getResults(),
         [&](OpBuilder &b, Location loc, Value kk, ValueRange acc) {
           if (pairs) {
+            Value pair = arith::AddIOp::create(
+                b, loc, arith::DivUIOp::create(b, loc, kc0, cst(b, loc, 2)),
+                kk);
+            prefetchNextPanel(b, loc, n0, pair);
             scf::YieldOp::create(b, loc,
                                  pairStep(b, loc, rows, columns, kc0, kk, acc));
             return;
           }
           Value kAbs = arith::AddIOp::create(b, loc, kc0, kk);
+          prefetchNextPanel(b, loc, n0, kAbs);
           SmallVector<Value> bVectors;
           for (int64_t v = 0; v < shape.vectors; ++v)
             bVectors.push_back(
@@ -218,6 +223,17 @@ struct GemmEmitter {
             scf::YieldOp::create(b, loc);
           });
     }
+  }
+
+  /// Prefetches B at row `k` (or k pair) of the panel after the one at
+  /// `n0`, when asked (MicrokernelShape::prefetch).
+  void prefetchNextPanel(OpBuilder &b, Location loc, Value n0, Value k) const {
+    if (!shape.prefetch || !access.prefetchB)
+      return;
+    Value next = arith::AddIOp::create(b, loc, n0,
+                                       cst(b, loc, shape.panelWidth()));
+    for (int64_t v = 0; v < shape.vectors; ++v)
+      access.prefetchB(b, loc, k, column(b, loc, next, v));
   }
 
   /// The accumulators after k pair `kc0 / 2 + kk` of a bf16 pair GEMM.

@@ -50,9 +50,11 @@ mlir::vmoe::matchPanelOperandMap(AffineMap map) {
                          width.getValue()};
 }
 
-Value mlir::vmoe::loadPanelVector(OpBuilder &b, Location loc, VectorType type,
-                                  Value panels, ValueRange lead, Value k,
-                                  Value n) {
+/// The indices of B[lead..., k, n] in the panels [lead..., P, K, L]
+/// (columns past the last panel: the last panel).
+static SmallVector<Value> panelIndices(OpBuilder &b, Location loc,
+                                       Value panels, ValueRange lead, Value k,
+                                       Value n) {
   auto panelsType = cast<MemRefType>(panels.getType());
   int64_t rank = panelsType.getRank();
   int64_t width = panelsType.getShape().back();
@@ -66,5 +68,20 @@ Value mlir::vmoe::loadPanelVector(OpBuilder &b, Location loc, VectorType type,
   Value lane = arith::RemUIOp::create(b, loc, n, widthValue);
   SmallVector<Value> indices(lead);
   indices.append({panel, k, lane});
-  return vector::LoadOp::create(b, loc, type, panels, indices);
+  return indices;
+}
+
+Value mlir::vmoe::loadPanelVector(OpBuilder &b, Location loc, VectorType type,
+                                  Value panels, ValueRange lead, Value k,
+                                  Value n) {
+  return vector::LoadOp::create(b, loc, type, panels,
+                                panelIndices(b, loc, panels, lead, k, n));
+}
+
+void mlir::vmoe::prefetchPanelVector(OpBuilder &b, Location loc, Value panels,
+                                     ValueRange lead, Value k, Value n) {
+  memref::PrefetchOp::create(b, loc, panels,
+                             panelIndices(b, loc, panels, lead, k, n),
+                             /*isWrite=*/false, /*localityHint=*/2,
+                             /*isDataCache=*/true);
 }

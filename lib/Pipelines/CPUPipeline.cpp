@@ -68,6 +68,7 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
   lowering.tileRows = tileRows;
   lowering.tileVectors = tileVectors;
   lowering.bf16Dot = options.bf16Dot;
+  lowering.prefetch = options.prefetchPanels;
   pm.addNestedPass<func::FuncOp>(createConvertVMoEToSCFPass(lowering));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -94,6 +95,7 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
     vectorize.tileRows = tileRows;
     vectorize.tileVectors = tileVectors;
     vectorize.parallel = options.parallel;
+    vectorize.prefetch = options.prefetchPanels;
     pm.addNestedPass<func::FuncOp>(
         createVMoEVectorizeContractionsPass(vectorize));
   }
@@ -104,6 +106,9 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
     // Its loop bodies come in alloca scopes, which convert-scf-to-cf cannot
     // lower around the microkernel's stack scratch (LowerAllocaScopes.cpp).
     pm.addNestedPass<func::FuncOp>(vmoe::createLowerAllocaScopesPass());
+    // Few, unequal iterations (experts, column blocks): taken dynamically.
+    if (options.dynamicSchedule)
+      pm.addPass(createVMoEBalanceOMPLoopsPass());
   } else {
     pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
   }

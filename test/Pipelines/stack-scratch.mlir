@@ -1,4 +1,6 @@
 // RUN: vmoe-opt %s --vmoe-lower-to-cpu="parallel=true" | FileCheck %s
+// RUN: vmoe-opt %s --vmoe-lower-to-cpu="parallel=true dynamic-schedule=false" \
+// RUN:   | FileCheck %s --check-prefix=STATIC
 
 // The GEMM packing scratch lives on the stack of the thread computing a
 // block, never on the heap: attention scores batched over images x heads
@@ -10,8 +12,13 @@
 // CHECK-LABEL: llvm.func @attention_scores
 // CHECK-NOT: llvm.call @malloc
 // CHECK-NOT: memref.alloca_scope
+// The batches are taken one at a time by whichever thread is free
+// (vmoe-balance-omp-loops); dynamic-schedule=false keeps libomp's static
+// split.
 // CHECK: omp.parallel
-// CHECK: omp.wsloop
+// CHECK: omp.wsloop schedule(dynamic)
+// STATIC-LABEL: llvm.func @attention_scores
+// STATIC: omp.wsloop {
 // CHECK: llvm.intr.stacksave
 // CHECK: llvm.alloca %{{.*}} x f32 {alignment = 64 : i64}
 // CHECK: llvm.intr.fmuladd

@@ -104,6 +104,12 @@ cl::opt<std::string> precision(
 cl::opt<bool> parallel("parallel",
                        cl::desc("Parallel loops on OpenMP threads (default)"),
                        cl::init(true), cl::cat(category));
+cl::opt<bool> dynamicSchedule(
+    "dynamic-schedule",
+    cl::desc("Threads take the iterations of the parallel loops (experts, "
+             "GEMM column blocks) one at a time (default); false: one "
+             "contiguous chunk each"),
+    cl::init(true), cl::cat(category));
 cl::opt<std::string> runtimeDir(
     "runtime-dir",
     cl::desc("Folder of the runtime libraries (default: ../lib beside the "
@@ -444,6 +450,7 @@ int main(int argc, char **argv) {
   } else {
     vmoe::VMoECPUPipelineOptions pipeline;
     pipeline.parallel = parallel;
+    pipeline.dynamicSchedule = dynamicSchedule;
     pipeline.expertParallel = expertParallel;
     const llvm::MCSubtargetInfo &cpu = *(*machine)->getMCSubtargetInfo();
     pipeline.vectorWidth = vectorWidth                     ? vectorWidth

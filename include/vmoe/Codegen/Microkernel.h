@@ -34,6 +34,11 @@ struct MicrokernelShape {
   /// vdpbf16ps (x86vector.avx512.dot: the target has AVX512_BF16, and
   /// AVX512VL below 16 lanes), else with a 16-bit shift and f32 fmas.
   bool bf16Dot = false;
+  /// With GemmAccessors::prefetchB: every row tile prefetches, per k, the
+  /// lines of B the next column panel will read at the same k, so that the
+  /// first tile of each panel finds its weights in cache instead of waiting
+  /// on memory (weights read once per call stream from DRAM).
+  bool prefetch = false;
 
   int64_t panelWidth() const { return vectors * lanes; }
 };
@@ -59,6 +64,9 @@ struct GemmAccessors {
   /// anything. The GEMM then steps over k pairs and multiplies bf16 values
   /// exactly, accumulating in f32; loadA, loadB and loadPackedB are unused.
   std::function<Value(OpBuilder &, Location, Value pair, Value n)> loadBPairs;
+  /// Optional, with loadPackedB or loadBPairs: prefetches the line that
+  /// reads B at (k, or k pair, n .. n + lanes) (MicrokernelShape::prefetch).
+  std::function<void(OpBuilder &, Location, Value k, Value n)> prefetchB;
   /// A[row, 2j .. 2j + 1] as one i32 word of two bf16 (the high half 0
   /// past k).
   std::function<Value(OpBuilder &, Location, Value row, Value pair)> loadAPair;

@@ -48,6 +48,11 @@ std::optional<PanelOperandMap> matchPanelOperandMap(AffineMap map);
 Value loadPanelVector(OpBuilder &b, Location loc, VectorType type,
                       Value panels, ValueRange lead, Value k, Value n);
 
+/// memref.prefetch (read, into L2) of the cache line loadPanelVector would
+/// read for B[lead..., k, n ..).
+void prefetchPanelVector(OpBuilder &b, Location loc, Value panels,
+                         ValueRange lead, Value k, Value n);
+
 } // namespace mlir::vmoe
 
 #endif // VMOE_CODEGEN_PANELLAYOUT_H

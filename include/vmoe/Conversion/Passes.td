@@ -60,7 +60,10 @@ def ConvertVMoEToSCFPass
     Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
            "bf16 pair products with vdpbf16ps (x86vector.avx512.dot; the "
            "target has AVX512_BF16, and AVX512VL below 16 lanes) instead of "
-           "shift + f32 fma">
+           "shift + f32 fma">,
+    Option<"prefetch", "prefetch", "bool", /*default=*/"false",
+           "Expert GEMMs reading weight panels prefetch, per k, the next "
+           "column panel's line (MicrokernelShape::prefetch)">
   ];
 }
 
@@ -140,7 +143,10 @@ def VMoEVectorizeContractionsPass
     Option<"tileVectors", "tile-vectors", "int64_t", /*default=*/"2",
            "Vectors per row of the register tile">,
     Option<"parallel", "parallel", "bool", /*default=*/"false",
-           "Split the column panels of large contractions across threads">
+           "Split the column panels of large contractions across threads">,
+    Option<"prefetch", "prefetch", "bool", /*default=*/"false",
+           "Contractions reading B in panels prefetch, per k, the next "
+           "column panel's line (MicrokernelShape::prefetch)">
   ];
 }
 

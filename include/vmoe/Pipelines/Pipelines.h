@@ -60,6 +60,18 @@ struct VMoECPUPipelineOptions
                      "AVX512_BF16; vmoe-compile sets it from the target's "
                      "features), else shift + f32 fma"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> dynamicSchedule{
+      *this, "dynamic-schedule",
+      llvm::cl::desc("With parallel: threads take the iterations of the "
+                     "reduction-free parallel loops one at a time "
+                     "(vmoe-balance-omp-loops; default), else one contiguous "
+                     "chunk each"),
+      llvm::cl::init(true)};
+  PassOptions::Option<bool> prefetchPanels{
+      *this, "prefetch-panels",
+      llvm::cl::desc("GEMMs reading weight panels prefetch the next column "
+                     "panel's lines while computing the current one"),
+      llvm::cl::init(false)};
   PassOptions::Option<int64_t> expertParallel{
       *this, "expert-parallel",
       llvm::cl::desc("Split the experts of each token choice MoE layer over "

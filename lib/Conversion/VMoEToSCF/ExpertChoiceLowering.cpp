@@ -263,9 +263,9 @@ struct ExpertChoiceExpertsOpLowering
           Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt,
                                             rows.count, zero);
           scf::IfOp::create(b, loc, any, [&](OpBuilder &b, Location loc) {
-            emitExpert(b, loc, ex, rows, maxRows, h, d, staticH, staticD, in,
-                       {in.w1, in.b1, in.w2, in.b2, op.getActivation(),
-                        *panelWidth});
+            emitExpert(
+                b, loc, ex, rows, maxRows, h, d, staticH, staticD, in,
+                {in.w1, in.b1, in.w2, in.b2, op.getActivation(), *panelWidth});
             scf::YieldOp::create(b, loc);
           });
           scf::InParallelOp::create(b, loc);
@@ -358,8 +358,7 @@ private:
     auto groupOf = at(rows.group), slotOf = at(rows.slot),
          tokenOf = at(rows.token);
     emitExpertMLP(
-        b, loc, shape, weights, ex,
-        rows.count, maxRows, d, h, staticD, staticH,
+        b, loc, shape, weights, ex, rows.count, maxRows, d, h, staticD, staticH,
         [&](OpBuilder &b, Location loc, Value row, Value kk) {
           return Value(memref::LoadOp::create(
               b, loc, in.x,

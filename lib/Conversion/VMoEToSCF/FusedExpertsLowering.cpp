@@ -205,8 +205,8 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
     };
 
     // Plain weights: one block scratch on the stack for all GEMMs.
-    Value scratch = panelWidth || bf16Pairs ? Value()
-                                            : allocaBlockScratch(b, loc, shape);
+    Value scratch =
+        panelWidth || bf16Pairs ? Value() : allocaBlockScratch(b, loc, shape);
 
     // GEMM 1: hidden[r] = act(x[g, t(r)] . w1[e] + b1[e]); hidden also
     // holds the partial sums between blocks of k.
@@ -253,6 +253,8 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       setPairLoaders(up, ex, w1, xPairs, vectorType);
     } else if (panelWidth)
       up.loadPackedB = panelLoader(ex, w1, vectorType);
+    if (bf16Pairs || panelWidth)
+      up.prefetchB = panelPrefetcher(ex, w1);
     emitGemm(b, loc, rows, h, d, staticH, shape, up, scratch,
              /*parallelPanels=*/false);
 
@@ -329,6 +331,8 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       setPairLoaders(down, ex, w2, hiddenPairs, vectorType);
     } else if (panelWidth)
       down.loadPackedB = panelLoader(ex, w2, vectorType);
+    if (bf16Pairs || panelWidth)
+      down.prefetchB = panelPrefetcher(ex, w2);
     emitGemm(b, loc, rows, d, h, staticD, shape, down, scratch,
              /*parallelPanels=*/false);
   }
@@ -339,6 +343,14 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
   panelLoader(Value ex, Value w, VectorType vectorType) {
     return [=](OpBuilder &b, Location loc, Value k, Value n) {
       return loadPanelVector(b, loc, vectorType, w, ValueRange{ex}, k, n);
+    };
+  }
+
+  /// Prefetches what panelLoader reads at (k, n).
+  static std::function<void(OpBuilder &, Location, Value, Value)>
+  panelPrefetcher(Value ex, Value w) {
+    return [=](OpBuilder &b, Location loc, Value k, Value n) {
+      prefetchPanelVector(b, loc, w, ValueRange{ex}, k, n);
     };
   }
 

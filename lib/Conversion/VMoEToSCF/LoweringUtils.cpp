@@ -194,11 +194,16 @@ void lowering::emitExpertMLP(OpBuilder &b, Location loc,
   // Plain weights: one block scratch on the stack for both GEMMs.
   Value scratch =
       weights.panelWidth ? Value() : allocaBlockScratch(b, loc, shape);
-  // B in panel layout: read in place (no packing).
+  // B in panel layout: read in place (no packing), prefetched a panel
+  // ahead when the shape asks for it.
   auto panelLoader = [&](Value w) {
-    return [w, ex, vectorType](OpBuilder &b, Location loc, Value kk,
-                               Value n) {
+    return [w, ex, vectorType](OpBuilder &b, Location loc, Value kk, Value n) {
       return loadPanelVector(b, loc, vectorType, w, ValueRange{ex}, kk, n);
+    };
+  };
+  auto panelPrefetcher = [&](Value w) {
+    return [w, ex](OpBuilder &b, Location loc, Value kk, Value n) {
+      prefetchPanelVector(b, loc, w, ValueRange{ex}, kk, n);
     };
   };
   GemmAccessors up;
@@ -207,8 +212,10 @@ void lowering::emitExpertMLP(OpBuilder &b, Location loc,
   up.loadB = [&](OpBuilder &b, Location loc, Value kk, Value n, Value mask) {
     return loadVector(b, loc, vectorType, weights.w1, {ex, kk, n}, mask);
   };
-  if (weights.panelWidth)
+  if (weights.panelWidth) {
     up.loadPackedB = panelLoader(weights.w1);
+    up.prefetchB = panelPrefetcher(weights.w1);
+  }
   up.storeC = [&](OpBuilder &b, Location loc, Value row, Value n, Value acc,
                   Value mask) {
     Value bias = loadVector(b, loc, vectorType, weights.b1, {ex, n}, mask);
@@ -228,8 +235,10 @@ void lowering::emitExpertMLP(OpBuilder &b, Location loc,
                    Value mask) {
     return loadVector(b, loc, vectorType, weights.w2, {ex, kk, n}, mask);
   };
-  if (weights.panelWidth)
+  if (weights.panelWidth) {
     down.loadPackedB = panelLoader(weights.w2);
+    down.prefetchB = panelPrefetcher(weights.w2);
+  }
   down.initC = up.initC;
   down.loadPartial = [&](OpBuilder &b, Location loc, Value row, Value n,
                          Value mask) {
@@ -251,16 +260,14 @@ void lowering::emitExpertMLP(OpBuilder &b, Location loc,
 }
 
 FailureOr<std::optional<int64_t>>
-lowering::expertPanelWidth(Operation *op,
-                           std::optional<uint64_t> weightPanels,
+lowering::expertPanelWidth(Operation *op, std::optional<uint64_t> weightPanels,
                            const MicrokernelShape &shape) {
   if (!weightPanels)
     return std::optional<int64_t>();
   auto width = static_cast<int64_t>(*weightPanels);
   if (width % shape.lanes != 0)
-    return op->emitOpError()
-           << "weight_panels (" << width
-           << ") must be a multiple of the vector width (" << shape.lanes
-           << ") to be lowered";
+    return op->emitOpError() << "weight_panels (" << width
+                             << ") must be a multiple of the vector width ("
+                             << shape.lanes << ") to be lowered";
   return std::optional<int64_t>(width);
 }

@@ -23,9 +23,8 @@
 // iteration writes its own rows, so results do not depend on the schedule.
 // The GEMMs pack B block by block into one scratch per loop iteration on
 // the stack of the running thread (no heap allocation per group or
-// expert); with
-// `weight_panels` the expert GEMMs read w1 and w2 from their panels in
-// place (packed once, at model load).
+// expert); with `weight_panels` the expert GEMMs read w1 and w2 from their
+// panels in place (packed once, at model load).
 //
 //===----------------------------------------------------------------------===//
 
@@ -266,8 +265,8 @@ struct SoftMoEOpLowering : OpConversionPattern<SoftMoEOp> {
         return Value(
             arith::SelectOp::create(b, loc, scaleSlots, scaled, normed));
       };
-      emitGemm(b, loc, s, j, d, staticSlots, shape, logitsGemm,
-               scratch, /*parallelPanels=*/false);
+      emitGemm(b, loc, s, j, d, staticSlots, shape, logitsGemm, scratch,
+               /*parallelPanels=*/false);
 
       // The dispatch softmax runs over the valid tokens of the group:
       // sv = clamp(n - g * S, 0, S) (all S without a `valid` operand).
@@ -317,8 +316,8 @@ struct SoftMoEOpLowering : OpConversionPattern<SoftMoEOp> {
             loadVector(b, loc, vectorType, colMax, {n}, mask),
             loadVector(b, loc, vectorType, colSum, {n}, mask), mask);
       };
-      emitGemm(b, loc, d, j, sv, staticSlots, shape, dispatch,
-               scratch, /*parallelPanels=*/false);
+      emitGemm(b, loc, d, j, sv, staticSlots, shape, dispatch, scratch,
+               /*parallelPanels=*/false);
 
       // Slot j = (e, p) of this group is row g * P + p of expert e.
       forEach(b, loc, j, [&](OpBuilder &b, Location loc, Value col) {
@@ -338,8 +337,7 @@ struct SoftMoEOpLowering : OpConversionPattern<SoftMoEOp> {
     // Phase 2: the expert MLPs on their G * P slot rows.
     forallIndex(b, loc, e, [&](OpBuilder &b, Location loc, Value ex) {
       emitExpertMLP(
-          b, loc, shape, {w1, b1, w2, b2, op.getActivation(), *panelWidth},
-          ex,
+          b, loc, shape, {w1, b1, w2, b2, op.getActivation(), *panelWidth}, ex,
           rowsPerExpert, rowsPerExpert, d, h, staticD, staticH,
           [&](OpBuilder &b, Location loc, Value r, Value kk) {
             return Value(memref::LoadOp::create(b, loc, slotIn,
@@ -401,8 +399,8 @@ struct SoftMoEOpLowering : OpConversionPattern<SoftMoEOp> {
             b, loc, v, loadVector(b, loc, vectorType, rowMax, {m0}, mask),
             loadVector(b, loc, vectorType, rowSum, {m0}, mask), mask);
       };
-      emitGemm(b, loc, d, s, j, staticS, shape, combine,
-               scratch, /*parallelPanels=*/false);
+      emitGemm(b, loc, d, s, j, staticS, shape, combine, scratch,
+               /*parallelPanels=*/false);
 
       forEach(b, loc, s, [&](OpBuilder &b, Location loc, Value m) {
         forEach(b, loc, d, [&](OpBuilder &b, Location loc, Value dd) {

@@ -93,7 +93,8 @@ struct ConvertVMoEToSCFPass
     // vdpbf16ps exists for 4, 8 and 16 f32 lanes.
     bool dot = bf16Dot && (lanes == 4 || lanes == 8 || lanes == 16);
     populateVMoEToSCFConversionPatterns(
-        patterns, MicrokernelShape{tileRows, tileVectors, lanes, dot});
+        patterns,
+        MicrokernelShape{tileRows, tileVectors, lanes, dot, prefetch});
     FrozenRewritePatternSet frozen(std::move(patterns));
     if (failed(applyPartialConversion(getOperation(), target, frozen)))
       return signalPassFailure();

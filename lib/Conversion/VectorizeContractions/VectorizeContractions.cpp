@@ -241,6 +241,13 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
             lead.resize(lead.size() - 2); // Leading dims only.
             return loadPanelVector(b, loc, vectorType, bMem, lead, k, n);
           };
+        if (bInPanels)
+          access.prefetchB = [&](OpBuilder &b, Location loc, Value k,
+                                 Value n) {
+            SmallVector<Value> lead = operandIndices(bMap, ivs);
+            lead.resize(lead.size() - 2);
+            prefetchPanelVector(b, loc, bMem, lead, k, n);
+          };
         access.initC = [&](OpBuilder &b, Location loc, Value row, Value n,
                            Value mask) {
           DenseMap<unsigned, Value> at = ivs;
@@ -284,6 +291,7 @@ struct VMoEVectorizeContractionsPass
       return signalPassFailure();
     }
     MicrokernelShape shape{tileRows, tileVectors, lanes};
+    shape.prefetch = prefetch;
     SmallVector<linalg::GenericOp> candidates;
     getOperation().walk(
         [&](linalg::GenericOp op) { candidates.push_back(op); });

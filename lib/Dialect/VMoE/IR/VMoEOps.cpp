@@ -508,9 +508,9 @@ LogicalResult AssignSlotsOp::verify() {
 /// b2 `E x D`, H from b1 (with bf16 pairs a panel row holds two k, so D
 /// and H rows become ceil(D/2) and ceil(H/2)). fused_experts-C5,
 /// expert_choice_experts-C6, soft_moe-C7.
-static LogicalResult verifyPanelExpertWeights(Operation *op, Value w1,
-                                              Value b1, Value w2, Value b2,
-                                              int64_t e, int64_t d, int64_t l,
+static LogicalResult verifyPanelExpertWeights(Operation *op, Value w1, Value b1,
+                                              Value w2, Value b2, int64_t e,
+                                              int64_t d, int64_t l,
                                               bool bf16Pairs) {
   if (failed(verifyRank(op, "b1", b1, 2, "E x H")))
     return failure();
@@ -573,8 +573,8 @@ LogicalResult FusedExpertsOp::verify() {
     if (getWUp())
       return emitOpError() << "'weight_panels' cannot be combined with a "
                               "gated expert (gated(%w_up))";
-    return verifyPanelExpertWeights(op, getW1(), getB1(), getW2(), getB2(),
-                                    e, d, static_cast<int64_t>(*panels),
+    return verifyPanelExpertWeights(op, getW1(), getB1(), getW2(), getB2(), e,
+                                    d, static_cast<int64_t>(*panels),
                                     bf16Pairs);
   }
   // fused_experts-C4.

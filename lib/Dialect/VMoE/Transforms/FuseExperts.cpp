@@ -163,16 +163,14 @@ static std::optional<int64_t> commonPanelWidth(Value w1, Value w2) {
 /// reads the panels (`weight_panels = L`); the unpack ops left without
 /// users are erased by the driver (they are pure). bf16 pair panels are
 /// left alone: these ops have no bf16 GEMMs.
-template <typename OpTy>
-struct FoldPanelsIntoExperts : OpRewritePattern<OpTy> {
+template <typename OpTy> struct FoldPanelsIntoExperts : OpRewritePattern<OpTy> {
   using OpRewritePattern<OpTy>::OpRewritePattern;
 
   LogicalResult matchAndRewrite(OpTy op,
                                 PatternRewriter &rewriter) const override {
     if (op.getWeightPanels())
       return rewriter.notifyMatchFailure(op, "already reads panels");
-    std::optional<int64_t> width =
-        commonPanelWidth(op.getW1(), op.getW2());
+    std::optional<int64_t> width = commonPanelWidth(op.getW1(), op.getW2());
     if (!width)
       return rewriter.notifyMatchFailure(
           op, "w1 and w2 are not f32 panels of one width");

@@ -230,4 +230,24 @@ def VMoEGPUMapParallelLoopsPass
                            "::mlir::scf::SCFDialect"];
 }
 
+def VMoEBalanceOMPLoopsPass : Pass<"vmoe-balance-omp-loops"> {
+  let summary = "Schedule reduction-free OpenMP loops dynamically";
+  let description = [{
+    `convert-scf-to-openmp` emits every `omp.wsloop` without a schedule, so
+    libomp splits its iterations into one contiguous chunk per thread. The
+    parallel loops of vmoe-lower-to-cpu have few, unequal iterations (the
+    experts of a MoE layer, with different fills; the column blocks of a
+    GEMM, the last one narrow: 240, 240 and 32 columns for N = 512), and a
+    static split of 3 blocks gives one thread 480 columns and the other 32.
+    This pass sets `schedule(dynamic)` (chunks of one iteration) on every
+    `omp.wsloop` that has no schedule and no reduction: threads take the next
+    iteration when they finish one. Each such iteration writes its own
+    outputs, so the result does not depend on the schedule. Loops with a
+    reduction keep the static schedule (their partial sums, and so the
+    rounding of the result, would depend on which thread took which
+    iteration), as do loops that already have a schedule.
+  }];
+  let dependentDialects = ["::mlir::omp::OpenMPDialect"];
+}
+
 #endif // VMOE_DIALECT_VMOE_TRANSFORMS_PASSES_TD
