@@ -5,6 +5,7 @@ PyTorch.
         [--repeats N] [--rounds R] [--threads 1,2]
         [--sizes ec-s32,ec-b,soft-s32,soft-s16]
         [--json bench/results-families.json] [--quick] [--workdir DIR]
+        [--baseline-vmoe-opt OLD/build/bin/vmoe-opt]
 
 The layers (SPEC section 8), each written as the vmoe ops the model front
 end emits:
@@ -27,7 +28,17 @@ OMP_WAIT_POLICY=PASSIVE):
 
   vmoe            `vmoe-lower-to-cpu{parallel=true vector-width=W}`, W
                   as vmoe-compile picks it: 16 on AVX-512 machines, else 8
-                  (--vector-width to force one)
+                  (--vector-width to force one), plain expert weights: the
+                  expert GEMMs repack them into panels on every call
+  vmoe packed     (expert choice, Soft MoE) the same layer with w1 and w2
+                  packed once into the GEMM panel layout (numpy, in the
+                  child before timing, as the model runtime does at load)
+                  and passed through vmoe.unpack_panels, which
+                  vmoe-fuse-experts folds into the op (weight_panels): the
+                  expert GEMMs read them in place, as in a compiled model
+  vmoe before     with --baseline-vmoe-opt PATH: the plain layer compiled
+                  by another vmoe-opt (an older build), to compare
+                  compilers in one run
   torch ...       PyTorch 1.13 eager implementations of the same layer, in
                   the styles listed in TORCH_STYLES (the fastest one is the
                   reference of the ratios)
@@ -41,8 +52,10 @@ median, and the ratio is the median over the rounds of that round's
 fastest-torch / vmoe ratio (with its smallest and largest value).
 
 Checks (exit status 1): every torch style agrees with the compiled output
-to max |a - b| / (|b| + 0.1 max|b|) < 1e-4, and the compiled output is the
-same bit for bit at every thread count. Tool failures exit with 2.
+to max |a - b| / (|b| + 0.1 max|b|) < 1e-4, `vmoe packed` (and `vmoe
+before`) give the same output as `vmoe` bit for bit (same arithmetic, other
+weight layout or scratch), and the compiled output is the same bit for bit
+at every thread count. Tool failures exit with 2.
 """
 
 import argparse
@@ -98,6 +111,9 @@ def pipeline(vector_width):
     return f"vmoe-lower-to-cpu{{parallel=true vector-width={vector_width}}}"
 
 COMPILED = "vmoe"
+PACKED = "vmoe packed"
+BASELINE = "vmoe before"
+COMPILED_IMPLS = (COMPILED, PACKED, BASELINE)
 TORCH_STYLES = {"expert_choice": ("torch gather", "torch einsum",
                                   "torch loop"),
                 "soft": ("torch einsum", "torch bmm"),
@@ -207,14 +223,27 @@ def input_names(size):
     return ("x", "router", "w1", "b1", "w2", "b2")
 
 
-def emit_mlir(size, B):
-    """`@moe_layer`: the layer, out in destination-passing style."""
+def emit_mlir(size, B, packed=False):
+    """`@moe_layer`: the layer, out in destination-passing style. With
+    `packed`, w1 and w2 arrive in the panel layout of base.pack_panels,
+    through vmoe.unpack_panels (as the model front end emits them)."""
     G, S, D, H, E = (size[n] for n in "GSDHE")
+    L = base.PANEL_WIDTH
     t_x, m_x = f"tensor<{G}x{S}x{D}xf32>", f"memref<{G}x{S}x{D}xf32>"
     weights = (f"tensor<{E}x{D}x{H}xf32>, tensor<{E}x{H}xf32>, "
                f"tensor<{E}x{H}x{D}xf32>, tensor<{E}x{D}xf32>")
     w = weights.split(", ")
     expert_args = (f"%w1: {w[0]}, %b1: {w[1]}, %w2: {w[2]}, %b2: {w[3]}")
+    unpack = ""
+    if packed:
+        p1 = f"tensor<{E}x{H // L}x{D}x{L}xf32>"
+        p2 = f"tensor<{E}x{D // L}x{H}x{L}xf32>"
+        expert_args = (f"%w1p: {p1}, %b1: {w[1]}, %w2p: {p2}, "
+                       f"%b2: {w[3]}")
+        unpack = f"""\
+  %w1 = vmoe.unpack_panels %w1p : {p1} -> {w[0]}
+  %w2 = vmoe.unpack_panels %w2p : {p2} -> {w[2]}
+"""
     if size["family"] == "decoder":
         return _emit_decoder_mlir(size, B)
     if size["family"] == "soft":
@@ -237,7 +266,7 @@ def emit_mlir(size, B):
 // vmoe family_layer_bench: {size}
 func.func @moe_layer({args}, {expert_args},
     %out_dest: {m_x}) attributes {{llvm.emit_c_interface}} {{
-{body}
+{unpack}{body}
   bufferization.materialize_in_destination %out in restrict writable
       %out_dest : ({t_x}, {m_x}) -> ()
   return
@@ -476,6 +505,9 @@ def _compiled_child(job, inputs):
     layer = library._mlir_ciface_moe_layer
     layer.restype = None
     out = np.full((G, S, D), np.nan, dtype=np.float32)
+    if job["impl"] == PACKED:  # once, as the model runtime does at load
+        inputs = dict(inputs, w1=base.pack_panels(inputs["w1"]),
+                      w2=base.pack_panels(inputs["w2"]))
     descriptors = [as_memref(inputs[n]) for n in input_names(size)]
     args = [ctypes.byref(d) for d in descriptors + [as_memref(out)]]
     baseline = base._maxrss_mb()
@@ -530,7 +562,7 @@ def child_main(job_path):
         job = json.load(f)
     inputs = {n: np.load(os.path.join(job["data_dir"], n + ".npy"))
               for n in input_names(job["size"])}
-    run = _compiled_child if job["impl"] == COMPILED else _torch_child
+    run = _compiled_child if job["impl"] in COMPILED_IMPLS else _torch_child
     out, times, peak = run(job, inputs)
     if out is not None:
         np.save(os.path.join(job["out_dir"], "out.npy"), out)
@@ -550,7 +582,7 @@ def run_child(job, job_dir):
     n = str(job["threads"])
     env = dict(os.environ, OMP_NUM_THREADS=n, OPENBLAS_NUM_THREADS=n,
                MKL_NUM_THREADS=n)
-    if job["impl"] != COMPILED:
+    if job["impl"] not in COMPILED_IMPLS:
         env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         done = subprocess.run(
@@ -577,16 +609,30 @@ def bench_size(name, args, workdir):
     os.makedirs(data_dir, exist_ok=True)
     for n, array in draw_inputs(name, size, B).items():
         np.save(os.path.join(data_dir, n + ".npy"), array)
-    mlir_path = os.path.join(size_dir, "layer.mlir")
-    with open(mlir_path, "w") as f:
-        f.write(emit_mlir(size, B))
-    out_dir = os.path.join(size_dir, "compiled")
-    os.makedirs(out_dir, exist_ok=True)
-    library, seconds = base.compile_module(
-        mlir_path, pipeline(args.vector_width), out_dir, args)
-    print(f"{name}: compiled in {seconds:.1f} s", flush=True)
+    # The compiled variants: plain weights, packed weights (expert choice
+    # and Soft MoE), plain weights by the baseline vmoe-opt.
+    variants = [(COMPILED, False, None)]
+    if size["family"] != "decoder":
+        variants.append((PACKED, True, None))
+    if args.baseline_vmoe_opt:
+        variants.append((BASELINE, False, args.baseline_vmoe_opt))
+    libraries, seconds = {}, 0.0
+    for impl, packed, vmoe_opt in variants:
+        tag = impl.replace(" ", "_")
+        mlir_path = os.path.join(size_dir, f"layer-{tag}.mlir")
+        with open(mlir_path, "w") as f:
+            f.write(emit_mlir(size, B, packed=packed))
+        out_dir = os.path.join(size_dir, "compiled", tag)
+        os.makedirs(out_dir, exist_ok=True)
+        libraries[impl], took = base.compile_module(
+            mlir_path, pipeline(args.vector_width), out_dir, args,
+            vmoe_opt=vmoe_opt)
+        if impl == COMPILED:
+            seconds = took
+        print(f"{name}: {impl} compiled in {took:.1f} s", flush=True)
+    compiled_impls = tuple(libraries)
     styles = TORCH_STYLES[size["family"]]
-    impls = (COMPILED, *styles, ROOFLINE)
+    impls = (*compiled_impls, *styles, ROOFLINE)
     gflop = 2.0 * gemms(size) * rows(size, B) * size["D"] * size["H"] / 1e9
     record = {"size": size, "B_or_P": B, "expert_gflop": gflop,
               "compile_seconds": seconds, "configurations": {}}
@@ -603,7 +649,7 @@ def bench_size(name, args, workdir):
                     {"impl": impl, "size": size, "B": B,
                      "threads": threads, "data_dir": data_dir,
                      "warmup": args.warmup, "repeats": args.repeats,
-                     "library": library}, job_dir)
+                     "library": libraries.get(impl)}, job_dir)
                 rounds[-1][impl]["dir"] = job_dir
         results = {impl: dict(
             rounds[0][impl],
@@ -618,6 +664,24 @@ def bench_size(name, args, workdir):
         for style in styles:
             got = np.load(os.path.join(results[style]["dir"], "out.npy"))
             errors[style] = base.relative_error(got, compiled)
+        # Same arithmetic: bit for bit the output of `vmoe`.
+        for impl in compiled_impls[1:]:
+            got = np.load(os.path.join(results[impl]["dir"], "out.npy"))
+            if not np.array_equal(got, compiled):
+                raise BenchError(f"{name} t{threads}: {impl} differs from "
+                                 f"{COMPILED} (max rel err "
+                                 f"{base.relative_error(got, compiled):.2e})",
+                                 1)
+        # Per-round ratios of the compiled variants: vmoe / vmoe packed
+        # (the cost of repacking per call), vmoe before / vmoe.
+        variant_ratios = {}
+        for impl in compiled_impls[1:]:
+            first, second = ((COMPILED, impl) if impl == PACKED
+                             else (impl, COMPILED))
+            per_round = [r[first]["median_ms"] / r[second]["median_ms"]
+                         for r in rounds]
+            variant_ratios[f"{first} / {second}"] = dict(
+                median=statistics.median(per_round), per_round=per_round)
         fastest = min(styles, key=lambda s: results[s]["median_ms"])
         for r in results.values():
             r["gflops"] = gflop / (r["median_ms"] / 1e3)
@@ -643,12 +707,19 @@ def bench_size(name, args, workdir):
         print(f"fastest torch / vmoe = {ratio:.2f}{spread}; fastest torch "
               f"style by median: {fastest}; load average after "
               f"{os.getloadavg()[0]:.1f}")
+        for what, v in variant_ratios.items():
+            print(f"{what} = {v['median']:.2f} (rounds: "
+                  + ", ".join(f"{x:.2f}" for x in v["per_round"]) + ")")
+        for impl in compiled_impls:
+            print(f"{impl} / sgemm roofline = "
+                  f"{results[impl]['median_ms'] / results[ROOFLINE]['median_ms']:.2f}")
         record["configurations"][f"threads={threads}"] = {
             "threads": threads, "load_average_before": load,
             "results": results, "max_rel_err": errors,
             "load_average_after": os.getloadavg()[0],
             "fastest_torch": fastest, "fastest_torch_over_vmoe": ratio,
-            "fastest_torch_over_vmoe_per_round": ratios}
+            "fastest_torch_over_vmoe_per_round": ratios,
+            "compiled_variant_ratios": variant_ratios}
         for style, err in errors.items():
             if not err < TORCH_VS_COMPILED_RTOL:
                 raise BenchError(f"{name} t{threads}: {style} vs vmoe max "
@@ -685,6 +756,9 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true",
                         help="3 repeats, ec-s32 and soft-s32, 1 thread")
     parser.add_argument("--workdir")
+    parser.add_argument("--baseline-vmoe-opt",
+                        help="also time the plain layer compiled by this "
+                             "vmoe-opt (`vmoe before`)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -707,6 +781,9 @@ def main(argv=None):
     status = 0
     try:
         args.vmoe_opt = base.snapshot_vmoe_opt(args.vmoe_opt, workdir)
+        if args.baseline_vmoe_opt:
+            args.baseline_vmoe_opt = base.snapshot_vmoe_opt(
+                args.baseline_vmoe_opt, workdir, "vmoe-opt-before")
         report["compiler"] = base.compiler_info(args)
         for name in args.sizes.split(","):
             report["sizes"][name] = bench_size(name, args, workdir)

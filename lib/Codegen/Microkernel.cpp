@@ -25,12 +25,14 @@
 // (256 KB) stays in the L2 cache while every row tile reuses it. Column
 // blocks are independent (own packing scratch, own columns of
 // C), so they run on any number of threads with the same result. The
-// packing scratch is the caller's (allocatePackedScratch, before
-// bufferization) or, after it, a block's own memref.alloca (kc x nc floats,
+// packing scratch is a block's own memref.alloca (kc x nc floats,
 // 256 KB at most) between llvm.intr.stacksave and stackrestore around the
-// block: it lives on the stack of the thread that runs the block, so no
-// call, batch or block allocates from the heap, and its pages, touched once
-// per thread, stay mapped from call to call (no page faults per call).
+// block, or before bufferization the caller's alloca of one block
+// (allocaBlockScratch), scoped the same way by vmoe-lower-to-cpu after the
+// deallocation pipeline: it lives on the stack of the thread that runs the
+// block, so no call, batch or block allocates from the heap, and its pages,
+// touched once per thread, stay mapped from call to call (no page faults
+// per call).
 //
 //===----------------------------------------------------------------------===//
 
@@ -300,23 +302,20 @@ static int64_t blockColumns(const MicrokernelShape &shape) {
   return std::max<int64_t>(width, kBlockBytes / 4 / kBlockRows / width * width);
 }
 
-Value mlir::vmoe::allocatePackedScratch(OpBuilder &b, Location loc, Value n,
-                                        Value k,
-                                        const MicrokernelShape &shape) {
-  int64_t width = shape.panelWidth(), nc = blockColumns(shape);
-  // [column blocks][panels per block][rows per k block][panel width],
-  // trimmed to the problem when it is smaller than one block.
-  Value blocks = arith::CeilDivSIOp::create(b, loc, n, cst(b, loc, nc));
-  Value panels = arith::CeilDivSIOp::create(
-      b, loc, arith::MinSIOp::create(b, loc, n, cst(b, loc, nc)),
-      cst(b, loc, width));
-  Value rows = arith::MinSIOp::create(b, loc, k, cst(b, loc, kBlockRows));
-  auto type = MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic,
-                               ShapedType::kDynamic, width},
-                              b.getF32Type());
-  return memref::AllocOp::create(b, loc, type,
-                                 ValueRange{blocks, panels, rows},
-                                 b.getI64IntegerAttr(64));
+/// One block's packing scratch: [nc / width, kc, width] f32.
+static MemRefType blockScratchType(OpBuilder &b,
+                                   const MicrokernelShape &shape) {
+  int64_t width = shape.panelWidth();
+  return MemRefType::get({blockColumns(shape) / width, kBlockRows, width},
+                         b.getF32Type());
+}
+
+Value mlir::vmoe::allocaBlockScratch(OpBuilder &b, Location loc,
+                                     const MicrokernelShape &shape) {
+  auto alloca = memref::AllocaOp::create(b, loc, blockScratchType(b, shape),
+                                         b.getI64IntegerAttr(64));
+  alloca->setAttr(kStackScratchAttrName, b.getUnitAttr());
+  return alloca;
 }
 
 void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
@@ -372,23 +371,9 @@ void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
       blockBody(b, loc, jc, Value());
       return;
     }
-    // The caller's scratch: this block's slice.
+    // The caller's block scratch, reused by each block in turn.
     if (scratch) {
-      Value block = arith::DivSIOp::create(b, loc, jc, ncValue);
-      auto scratchType = cast<MemRefType>(scratch.getType());
-      SmallVector<OpFoldResult> offsets = {
-          block, b.getIndexAttr(0), b.getIndexAttr(0), b.getIndexAttr(0)};
-      SmallVector<OpFoldResult> sizes = {
-          b.getIndexAttr(1), memref::getMixedSize(b, loc, scratch, 1),
-          memref::getMixedSize(b, loc, scratch, 2), b.getIndexAttr(width)};
-      SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
-      auto sliceType =
-          cast<MemRefType>(memref::SubViewOp::inferRankReducedResultType(
-              {ShapedType::kDynamic, ShapedType::kDynamic, width}, scratchType,
-              offsets, sizes, strides));
-      blockBody(b, loc, jc,
-                memref::SubViewOp::create(b, loc, sliceType, scratch, offsets,
-                                          sizes, strides));
+      blockBody(b, loc, jc, scratch);
       return;
     }
     // The stack pointer is restored after the block, so a loop of blocks
@@ -397,14 +382,13 @@ void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
     // once scf is lowered.)
     Value stack = LLVM::StackSaveOp::create(
         b, loc, LLVM::LLVMPointerType::get(b.getContext()));
-    auto scratchType =
-        MemRefType::get({nc / width, kc, width}, b.getF32Type());
-    Value packed = memref::AllocaOp::create(b, loc, scratchType,
+    Value packed = memref::AllocaOp::create(b, loc, blockScratchType(b, shape),
                                             b.getI64IntegerAttr(64));
     blockBody(b, loc, jc, packed);
     LLVM::StackRestoreOp::create(b, loc, stack);
   };
   if (parallelPanels) {
+    assert(!scratch && "parallel blocks need a scratch each");
     scf::ParallelOp::create(b, loc, ValueRange{cst(b, loc, 0)}, ValueRange{n},
                             ValueRange{ncValue},
                             [&](OpBuilder &b, Location loc, ValueRange ivs) {

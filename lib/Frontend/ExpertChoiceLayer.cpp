@@ -104,9 +104,10 @@ Value ForwardBuilder::expertChoice(Value x, const std::string &prefix,
                                       numValidTokens);
   Value out = ExpertChoiceExpertsOp::create(
       b, loc, tokens.getType(), tokens, route.getGates(), route.getTokenIds(),
-      route.getSlots(), weight(prefix + ".w1"), weight(prefix + ".b1"),
-      weight(prefix + ".w2"), weight(prefix + ".b2"),
-      ActivationAttr::get(b.getContext(), parseActivation(layer.activation)));
+      route.getSlots(), kernel(prefix + ".w1"), weight(prefix + ".b1"),
+      kernel(prefix + ".w2"), weight(prefix + ".b2"),
+      ActivationAttr::get(b.getContext(), parseActivation(layer.activation)),
+      /*weight_panels=*/IntegerAttr());
   stats = expertsPerTokenHistogram(b, loc, route.getSlots(), e,
                                    numValidTokens);
   return tensor::CollapseShapeOp::create(

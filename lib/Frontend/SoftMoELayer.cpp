@@ -31,10 +31,10 @@ Value ForwardBuilder::softMoE(Value x, const std::string &prefix,
       ArrayRef<ReassociationIndices>{{0, 1}, {2}});
   Value out = SoftMoEOp::create(
       b, loc, tokens.getType(), tokens, weight(prefix + ".phi"),
-      weight(prefix + ".scale"),
-      weight(prefix + ".w1"), weight(prefix + ".b1"), weight(prefix + ".w2"),
-      weight(prefix + ".b2"), numValidTokens,
-      ActivationAttr::get(b.getContext(), parseActivation(layer.activation)));
+      weight(prefix + ".scale"), kernel(prefix + ".w1"), weight(prefix + ".b1"),
+      kernel(prefix + ".w2"), weight(prefix + ".b2"), numValidTokens,
+      ActivationAttr::get(b.getContext(), parseActivation(layer.activation)),
+      /*weight_panels=*/IntegerAttr());
   // Every expert processes its P slots of every group; nothing is dropped.
   Value row = filledTensor(b, loc, {b.getIndexAttr(e + 1)},
                            i32Const(b, loc, static_cast<int32_t>(p * g)));

@@ -4,12 +4,14 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Constant weights packed once: the expert kernels of token choice MoE
-// layers and the dense kernels are stored in the weights buffer in the
+// Constant weights packed once: the expert kernels of MoE layers (token
+// choice, expert choice, Soft MoE) and the dense kernels are stored in the
+// weights buffer in the
 // microkernel's panel layout ([..., N/L, K, L] for a [..., K, N] kernel;
 // the runtime packs them at load, docs/ModelFormat.md §5) and reach their
 // GEMMs through vmoe.unpack_panels, which vmoe-fuse-experts folds into
-// vmoe.fused_experts {weight_panels = L} and convert-vmoe-to-scf into the
+// vmoe.fused_experts, vmoe.expert_choice_experts and vmoe.soft_moe
+// {weight_panels = L} and convert-vmoe-to-scf into the
 // linalg contractions of the dense layers: the GEMMs read them in place.
 // With --precision=bf16 the runtime writes the expert kernels as bf16 pair
 // panels ([E, ceil(N/L), ceil(K/2), L] words of two bf16 of consecutive k)
@@ -31,24 +33,48 @@ using namespace mlir;
 using namespace mlir::vmoe;
 using namespace mlir::vmoe::frontend;
 
+/// The settings of the MoE layer whose expert kernel (w1, w2) `name` is,
+/// when it may be stored in panel layout (CPU target, one process).
+static std::optional<MoESettings>
+packableExpertKernelLayer(const ModelDescription &model,
+                          const BuildOptions &options, llvm::StringRef name,
+                          llvm::ArrayRef<int64_t> shape) {
+  // Under expert parallelism a rank reads only its experts' rows of these
+  // tensors; they stay plain (packing all experts would touch every page).
+  if (options.target != "cpu" || options.expertParallel > 0 ||
+      shape.size() != 3)
+    return std::nullopt;
+  for (int64_t block : model.moeBlocks()) {
+    std::string prefix = "blocks." + std::to_string(block) + ".moe";
+    if (name == prefix + ".w1" || name == prefix + ".w2")
+      return model.layerSettings(block);
+  }
+  return std::nullopt;
+}
+
 /// Whether `name` is an expert kernel (w1, w2) of a token choice MoE layer
 /// that may be stored in panel layout (CPU target, one process).
 static bool isPackableExpertKernel(const ModelDescription &model,
                                    const BuildOptions &options,
                                    llvm::StringRef name,
                                    llvm::ArrayRef<int64_t> shape) {
-  // Under expert parallelism a rank reads only its experts' rows of these
-  // tensors; they stay plain (packing all experts would touch every page).
-  if (options.target != "cpu" || options.expertParallel > 0 ||
-      shape.size() != 3)
-    return false;
-  for (int64_t block : model.moeBlocks()) {
-    std::string prefix = "blocks." + std::to_string(block) + ".moe";
-    if (name != prefix + ".w1" && name != prefix + ".w2")
-      continue;
-    return model.layerSettings(block).isTokenChoice();
-  }
-  return false;
+  std::optional<MoESettings> layer =
+      packableExpertKernelLayer(model, options, name, shape);
+  return layer && layer->isTokenChoice();
+}
+
+/// Whether `name` is an expert kernel (w1, w2) of an expert choice or Soft
+/// MoE layer that may be stored in panel layout (CPU target, one process):
+/// vmoe-fuse-experts hands the panels to vmoe.expert_choice_experts and
+/// vmoe.soft_moe, whose GEMMs read them in place. f32 only (no bf16 GEMMs).
+static bool isPackableFamilyExpertKernel(const ModelDescription &model,
+                                         const BuildOptions &options,
+                                         llvm::StringRef name,
+                                         llvm::ArrayRef<int64_t> shape) {
+  std::optional<MoESettings> layer =
+      packableExpertKernelLayer(model, options, name, shape);
+  return layer &&
+         (layer->routing == "expert_choice" || layer->routing == "soft");
 }
 
 int64_t mlir::vmoe::frontend::bf16PanelWords(llvm::ArrayRef<int64_t> shape,
@@ -91,7 +117,8 @@ bool mlir::vmoe::frontend::isPanelPackedWeight(const ModelDescription &model,
   // the routers, which vmoe.route reads by columns.
   if (shape.size() == 2)
     return name.ends_with(".kernel") && !name.ends_with(".router.kernel");
-  return isPackableExpertKernel(model, options, name, shape) &&
+  return (isPackableExpertKernel(model, options, name, shape) ||
+          isPackableFamilyExpertKernel(model, options, name, shape)) &&
          shape[1] % kWeightPanelWidth == 0;
 }
 

@@ -11,6 +11,7 @@
 #include "vmoe/Pipelines/Pipelines.h"
 
 #include "LowerAllocaScopes.h"
+#include "ScopeStackScratch.h"
 
 #include "vmoe/Conversion/Passes.h"
 #include "vmoe/Dialect/VMoE/Transforms/Passes.h"
@@ -80,6 +81,9 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   pm.addPass(createCanonicalizerPass());
   bufferization::buildBufferDeallocationPipeline(pm);
+  // The packing scratch of the GEMMs built before bufferization, freed per
+  // loop iteration (the deallocation pipeline rejects stacksave).
+  pm.addNestedPass<func::FuncOp>(vmoe::createScopeStackScratchPass());
 
   pm.addPass(createVMoELowerStridedCopiesPass());
 

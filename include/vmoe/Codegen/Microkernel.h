@@ -86,17 +86,28 @@ struct GemmAccessors {
       storePartial;
 };
 
-/// memref.alloc of a packing scratch for a GEMM with n columns and k rows
-/// of B (at most 256 KB per block of columns), for emitGemm before
-/// bufferization (the deallocation pipeline frees it).
-Value allocatePackedScratch(OpBuilder &b, Location loc, Value n, Value k,
-                            const MicrokernelShape &shape);
+/// The discardable unit attribute marking a memref.alloca made by
+/// allocaBlockScratch: vmoe-lower-to-cpu puts llvm.intr.stacksave before it
+/// and llvm.intr.stackrestore before the terminator of its block, once the
+/// deallocation pipeline (which rejects those intrinsics) has run.
+inline constexpr llvm::StringLiteral kStackScratchAttrName =
+    "vmoe.stack_scratch";
+
+/// memref.alloca (marked kStackScratchAttrName) of one block's packing
+/// scratch (256 KB at most), for emitGemm before bufferization: created at
+/// the start of a loop iteration (an scf.forall iteration of an expert or
+/// group) and reused by every GEMM and block of it, on the stack of the
+/// thread that runs it; vmoe-lower-to-cpu frees it at the end of the
+/// iteration.
+Value allocaBlockScratch(OpBuilder &b, Location loc,
+                         const MicrokernelShape &shape);
 
 /// Emits the GEMM over rows [0, m), columns [0, n) and reduction [0, k)
 /// (index values), reading B in place through `access.loadPackedB` when
-/// set, else packing each block of B into `scratch` (allocatePackedScratch;
-/// each column block its own slice) or, with a null `scratch` (after
-/// bufferization and its deallocation pass), into a scratch of at most
+/// set, else packing each block of B into `scratch` (allocaBlockScratch,
+/// reused by each block in turn; not with `parallelPanels`) or, with a
+/// null `scratch` (after bufferization and its deallocation pass), into a
+/// scratch of at most
 /// 256 KB on the stack of the thread that computes the block (memref.alloca
 /// between llvm.intr.stacksave and stackrestore per block: no heap
 /// allocation per call or tile, its pages stay mapped from call to call;

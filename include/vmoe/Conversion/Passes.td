@@ -31,10 +31,17 @@ def ConvertVMoEToSCFPass
     is set -- the driver sets it from the target's features (AVX512_BF16) --
     and otherwise with a 16-bit shift and f32 `vector.fma`, which runs on
     any host.
+
+    The GEMMs of the expert, expert choice and Soft MoE lowerings pack B
+    (weights without `weight_panels`, Soft MoE's dispatch and combine
+    weights) block by block into a `memref.alloca` of at most 256 KB
+    between `llvm.intr.stacksave` and `llvm.intr.stackrestore`: on the
+    stack of the thread running the block, never on the heap.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
     "::mlir::bufferization::BufferizationDialect",
+    "::mlir::LLVM::LLVMDialect",
     "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect",

@@ -78,8 +78,8 @@ constexpr int64_t kWeightPanelWidth = 16;
 /// weights buffer (packed once by the runtime at load, read in place by the
 /// GEMMs) on the CPU target: the dense kernels `*.kernel` [K, N] but the
 /// routers, when N is a multiple of kWeightPanelWidth, and the expert
-/// kernels w1, w2 of token choice MoE layers when D and H are (not under
-/// expert parallelism).
+/// kernels w1, w2 of token choice, expert choice and Soft MoE layers when D
+/// and H are (not under expert parallelism).
 bool isPanelPackedWeight(const ModelDescription &model,
                          const BuildOptions &options, llvm::StringRef name,
                          llvm::ArrayRef<int64_t> shape);

@@ -16,6 +16,9 @@
 //   y[e, g(r), s(r)] = hidden[r] . w2[e] + b2[e]
 //
 // where row r is filled slot s of expert e in group g, holding token t.
+// With `weight_panels` the GEMMs read w1 and w2 from their panels in place
+// (packed once, at model load); otherwise each block of the weights is
+// packed into a scratch on the stack of the thread running the expert.
 // Then an scf.forall over tokens adds gates[g, t, e] * y[e, g, slot] over
 // the experts that took the token, from expert 0 up. Every y row has one
 // writer and every output row one reader of fixed order, so nothing depends
@@ -172,6 +175,10 @@ struct ExpertChoiceExpertsOpLowering
     auto xType = op.getX().getType();
     if (!xType.getElementType().isF32())
       return rewriter.notifyMatchFailure(op, "only f32 is lowered");
+    FailureOr<std::optional<int64_t>> panelWidth =
+        expertPanelWidth(op, op.getWeightPanels(), shape);
+    if (failed(panelWidth))
+      return failure();
     Operands in;
     in.x = readOnlyBuffer(b, loc, adaptor.getX());
     in.tokens = readOnlyBuffer(b, loc, adaptor.getTokenIds());
@@ -186,9 +193,10 @@ struct ExpertChoiceExpertsOpLowering
           b, loc, memref::getMixedSize(b, loc, memref, i));
     };
     Value g = dim(in.x, 0), s = dim(in.x, 1), d = dim(in.x, 2);
-    Value capacity = dim(in.tokens, 2), h = dim(in.w1, 2);
+    // H from b1: w1 may be in panel layout.
+    Value capacity = dim(in.tokens, 2), h = dim(in.b1, 1);
     int64_t numExperts = op.getTokenIds().getType().getDimSize(0);
-    std::optional<int64_t> staticH = staticDim(op.getW1().getType(), 2);
+    std::optional<int64_t> staticH = staticDim(op.getB1().getType(), 1);
     std::optional<int64_t> staticD = staticDim(xType, 2);
 
     // y[e, g, s]: the output of expert e for its slot s of group g; only
@@ -255,8 +263,9 @@ struct ExpertChoiceExpertsOpLowering
           Value any = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt,
                                             rows.count, zero);
           scf::IfOp::create(b, loc, any, [&](OpBuilder &b, Location loc) {
-            emitExpert(b, loc, ex, rows, maxRows, h, d, staticH, staticD, in,
-                       op.getActivation());
+            emitExpert(
+                b, loc, ex, rows, maxRows, h, d, staticH, staticD, in,
+                {in.w1, in.b1, in.w2, in.b2, op.getActivation(), *panelWidth});
             scf::YieldOp::create(b, loc);
           });
           scf::InParallelOp::create(b, loc);
@@ -340,7 +349,7 @@ private:
                   Value maxRows, Value h, Value d,
                   std::optional<int64_t> staticH,
                   std::optional<int64_t> staticD, const Operands &in,
-                  Activation activation) const {
+                  const ExpertMLPWeights &weights) const {
     auto at = [](Value table) {
       return [table](OpBuilder &b, Location loc, Value row) {
         return Value(memref::LoadOp::create(b, loc, table, ValueRange{row}));
@@ -349,8 +358,7 @@ private:
     auto groupOf = at(rows.group), slotOf = at(rows.slot),
          tokenOf = at(rows.token);
     emitExpertMLP(
-        b, loc, shape, {in.w1, in.b1, in.w2, in.b2, activation}, ex,
-        rows.count, maxRows, d, h, staticD, staticH,
+        b, loc, shape, weights, ex, rows.count, maxRows, d, h, staticD, staticH,
         [&](OpBuilder &b, Location loc, Value row, Value kk) {
           return Value(memref::LoadOp::create(
               b, loc, in.x,

@@ -16,7 +16,9 @@
 // has one writer, so a final elementwise pass adds the kept choices of each
 // token in choice order, exactly as vmoe.combine; nothing depends on the
 // schedule. The operands are read through bufferization.to_buffer; the
-// scratch buffers are memref.alloc ops that the deallocation pipeline frees.
+// row tables and hidden rows are memref.alloc ops that the deallocation
+// pipeline frees, the packing scratch of the GEMMs one block's memref.alloca
+// per expert on the stack of the running thread (allocaBlockScratch).
 // With `weight_panels`, w1 and w2 arrive in the microkernel's panel layout
 // (packed once, at model load) and the GEMMs read them in place: no packing
 // scratch, no per-call repacking of the expert weights. With
@@ -81,14 +83,11 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
           b, loc, memref::getMixedSize(b, loc, memref, i));
     };
     Value g = dim(x, 0), s = dim(x, 1), d = dim(x, 2);
-    std::optional<int64_t> panelWidth;
-    if (std::optional<uint64_t> panels = op.getWeightPanels()) {
-      panelWidth = static_cast<int64_t>(*panels);
-      if (*panelWidth % shape.lanes != 0)
-        return op.emitOpError() << "weight_panels (" << *panelWidth
-                                << ") must be a multiple of the vector width ("
-                                << shape.lanes << ") to be lowered";
-    }
+    FailureOr<std::optional<int64_t>> panels =
+        expertPanelWidth(op, op.getWeightPanels(), shape);
+    if (failed(panels))
+      return failure();
+    std::optional<int64_t> panelWidth = *panels;
     bool bf16Pairs = op.getWeightStorage() == PanelStorage::bf16_pairs;
     Value capacity = dim(entries, 2), h = dim(b1, 1);
     auto staticDim = [](Type type, int64_t i) -> std::optional<int64_t> {
@@ -205,6 +204,10 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       return zeros;
     };
 
+    // Plain weights: one block scratch on the stack for all GEMMs.
+    Value scratch =
+        panelWidth || bf16Pairs ? Value() : allocaBlockScratch(b, loc, shape);
+
     // GEMM 1: hidden[r] = act(x[g, t(r)] . w1[e] + b1[e]); hidden also
     // holds the partial sums between blocks of k.
     auto hiddenType = MemRefType::get(
@@ -240,7 +243,6 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       storeVector(b, loc, buildActivation(b, loc, activation, v), hidden,
                   {row, n}, mask);
     };
-    Value scratchUp;
     if (bf16Pairs) {
       // The gathered rows as bf16 pairs, once per expert.
       Value xPairs = packRowPairs(
@@ -251,11 +253,9 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       setPairLoaders(up, ex, w1, xPairs, vectorType);
     } else if (panelWidth)
       up.loadPackedB = panelLoader(ex, w1, vectorType);
-    else
-      scratchUp = allocatePackedScratch(b, loc, h, d, shape);
     if (bf16Pairs || panelWidth)
       up.prefetchB = panelPrefetcher(ex, w1);
-    emitGemm(b, loc, rows, h, d, staticH, shape, up, scratchUp,
+    emitGemm(b, loc, rows, h, d, staticH, shape, up, scratch,
              /*parallelPanels=*/false);
 
     // SwiGLU: hidden[r] = act(gate) * (x[g, t(r)] . wUp[e]), the up GEMM's
@@ -282,7 +282,7 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
         storeVector(b, loc, arith::MulFOp::create(b, loc, act, acc), hidden,
                     {row, n}, mask);
       };
-      emitGemm(b, loc, rows, h, d, staticH, shape, gated, scratchUp,
+      emitGemm(b, loc, rows, h, d, staticH, shape, gated, scratch,
                /*parallelPanels=*/false);
     }
 
@@ -322,7 +322,6 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
           b, loc, vector::BroadcastOp::create(b, loc, vectorType, w), y);
       storeVector(b, loc, scaled, planes, planeRow(b, loc, row, n), mask);
     };
-    Value scratchDown;
     if (bf16Pairs) {
       // The activated hidden rows as bf16 pairs.
       Value hiddenPairs =
@@ -332,11 +331,9 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       setPairLoaders(down, ex, w2, hiddenPairs, vectorType);
     } else if (panelWidth)
       down.loadPackedB = panelLoader(ex, w2, vectorType);
-    else
-      scratchDown = allocatePackedScratch(b, loc, d, h, shape);
     if (bf16Pairs || panelWidth)
       down.prefetchB = panelPrefetcher(ex, w2);
-    emitGemm(b, loc, rows, d, h, staticD, shape, down, scratchDown,
+    emitGemm(b, loc, rows, d, h, staticD, shape, down, scratch,
              /*parallelPanels=*/false);
   }
 

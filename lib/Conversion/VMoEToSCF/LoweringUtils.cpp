@@ -6,6 +6,8 @@
 
 #include "LoweringUtils.h"
 
+#include "vmoe/Codegen/PanelLayout.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -189,12 +191,31 @@ void lowering::emitExpertMLP(OpBuilder &b, Location loc,
     hiddenSizes.push_back(h);
   Value hidden = memref::AllocOp::create(b, loc, hiddenType, hiddenSizes,
                                          b.getI64IntegerAttr(64));
+  // Plain weights: one block scratch on the stack for both GEMMs.
+  Value scratch =
+      weights.panelWidth ? Value() : allocaBlockScratch(b, loc, shape);
+  // B in panel layout: read in place (no packing), prefetched a panel
+  // ahead when the shape asks for it.
+  auto panelLoader = [&](Value w) {
+    return [w, ex, vectorType](OpBuilder &b, Location loc, Value kk, Value n) {
+      return loadPanelVector(b, loc, vectorType, w, ValueRange{ex}, kk, n);
+    };
+  };
+  auto panelPrefetcher = [&](Value w) {
+    return [w, ex](OpBuilder &b, Location loc, Value kk, Value n) {
+      prefetchPanelVector(b, loc, w, ValueRange{ex}, kk, n);
+    };
+  };
   GemmAccessors up;
   setPlainOutput(up, hidden, {}, vectorType);
   up.loadA = loadA;
   up.loadB = [&](OpBuilder &b, Location loc, Value kk, Value n, Value mask) {
     return loadVector(b, loc, vectorType, weights.w1, {ex, kk, n}, mask);
   };
+  if (weights.panelWidth) {
+    up.loadPackedB = panelLoader(weights.w1);
+    up.prefetchB = panelPrefetcher(weights.w1);
+  }
   up.storeC = [&](OpBuilder &b, Location loc, Value row, Value n, Value acc,
                   Value mask) {
     Value bias = loadVector(b, loc, vectorType, weights.b1, {ex, n}, mask);
@@ -202,8 +223,7 @@ void lowering::emitExpertMLP(OpBuilder &b, Location loc,
     storeVector(b, loc, buildActivation(b, loc, weights.activation, v),
                 hidden, {row, n}, mask);
   };
-  emitGemm(b, loc, rows, h, d, staticH, shape, up,
-           allocatePackedScratch(b, loc, h, d, shape),
+  emitGemm(b, loc, rows, h, d, staticH, shape, up, scratch,
            /*parallelPanels=*/false);
 
   // GEMM 2: out[r] = hidden[r] . w2[e] + b2[e], partial sums in place.
@@ -215,6 +235,10 @@ void lowering::emitExpertMLP(OpBuilder &b, Location loc,
                    Value mask) {
     return loadVector(b, loc, vectorType, weights.w2, {ex, kk, n}, mask);
   };
+  if (weights.panelWidth) {
+    down.loadPackedB = panelLoader(weights.w2);
+    down.prefetchB = panelPrefetcher(weights.w2);
+  }
   down.initC = up.initC;
   down.loadPartial = [&](OpBuilder &b, Location loc, Value row, Value n,
                          Value mask) {
@@ -231,7 +255,19 @@ void lowering::emitExpertMLP(OpBuilder &b, Location loc,
     storeVector(b, loc, arith::AddFOp::create(b, loc, acc, bias), out,
                 outIndices(b, loc, row, n), mask);
   };
-  emitGemm(b, loc, rows, d, h, staticD, shape, down,
-           allocatePackedScratch(b, loc, d, h, shape),
+  emitGemm(b, loc, rows, d, h, staticD, shape, down, scratch,
            /*parallelPanels=*/false);
+}
+
+FailureOr<std::optional<int64_t>>
+lowering::expertPanelWidth(Operation *op, std::optional<uint64_t> weightPanels,
+                           const MicrokernelShape &shape) {
+  if (!weightPanels)
+    return std::optional<int64_t>();
+  auto width = static_cast<int64_t>(*weightPanels);
+  if (width % shape.lanes != 0)
+    return op->emitOpError() << "weight_panels (" << width
+                             << ") must be a multiple of the vector width ("
+                             << shape.lanes << ") to be lowered";
+  return std::optional<int64_t>(width);
 }

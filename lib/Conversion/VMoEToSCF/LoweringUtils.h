@@ -91,11 +91,21 @@ void setPlainOutput(GemmAccessors &access, Value c, ValueRange prefix,
                     VectorType vectorType);
 
 /// The weight buffers of expert MLPs: w1 [E, D, H], b1 [E, H],
-/// w2 [E, H, D], b2 [E, D], and their activation.
+/// w2 [E, H, D], b2 [E, D], and their activation. With `panelWidth` L,
+/// w1 and w2 are in panel layout ([E, ceil(H/L), D, L], [E, ceil(D/L), H,
+/// L]; PanelLayout.h) and the GEMMs read them in place.
 struct ExpertMLPWeights {
   Value w1, b1, w2, b2;
   Activation activation;
+  std::optional<int64_t> panelWidth = std::nullopt;
 };
+
+/// The panel width of an expert op's `weight_panels` attribute, checked
+/// against the microkernel: failure (with a diagnostic on `op`) when the
+/// vector lanes do not divide it.
+FailureOr<std::optional<int64_t>>
+expertPanelWidth(Operation *op, std::optional<uint64_t> weightPanels,
+                 const MicrokernelShape &shape);
 
 /// Reads A[row, k] of a GEMM, a scalar.
 using RowLoadFn = std::function<Value(OpBuilder &, Location, Value, Value)>;
@@ -108,7 +118,9 @@ using RowIndicesFn = std::function<SmallVector<Value>(OpBuilder &, Location,
 /// scratch, then out = hidden . w2[ex] + b2[ex] with output row `row` at
 /// `outIndices(row, n)` of `out` (which also holds the partial sums). Row
 /// `row` of A is read through `loadA`. `staticD`, `staticH`: the widths
-/// when known.
+/// when known. B is read from the weight panels in place, or packed block
+/// by block into one allocaBlockScratch on the stack of the running thread
+/// (no heap allocation per expert or call).
 void emitExpertMLP(OpBuilder &b, Location loc, const MicrokernelShape &shape,
                    const ExpertMLPWeights &weights, Value ex, Value rows,
                    Value maxRows, Value d, Value h,

@@ -21,6 +21,10 @@
 // L is the only S x J tensor, written once by its GEMM (accumulating in
 // place over blocks of 256 of D) and read by phases 1 and 3. Every loop
 // iteration writes its own rows, so results do not depend on the schedule.
+// The GEMMs pack B block by block into one scratch per loop iteration on
+// the stack of the running thread (no heap allocation per group or
+// expert); with `weight_panels` the expert GEMMs read w1 and w2 from their
+// panels in place (packed once, at model load).
 //
 //===----------------------------------------------------------------------===//
 
@@ -142,6 +146,10 @@ struct SoftMoEOpLowering : OpConversionPattern<SoftMoEOp> {
     auto xType = op.getX().getType();
     if (!xType.getElementType().isF32())
       return rewriter.notifyMatchFailure(op, "only f32 is lowered");
+    FailureOr<std::optional<int64_t>> panelWidth =
+        expertPanelWidth(op, op.getWeightPanels(), shape);
+    if (failed(panelWidth))
+      return failure();
     Type f32 = b.getF32Type();
     auto vectorType = VectorType::get({shape.lanes}, f32);
 
@@ -168,10 +176,11 @@ struct SoftMoEOpLowering : OpConversionPattern<SoftMoEOp> {
     Value g = dim(x, 0), s = dim(x, 1), d = dim(x, 2), j = dim(phi, 1);
     Value e = tensor::DimOp::create(b, loc, adaptor.getPhi(), 1);
     Value p = tensor::DimOp::create(b, loc, adaptor.getPhi(), 2);
-    Value h = dim(w1, 2);
+    // H from b1: w1 may be in panel layout.
+    Value h = dim(b1, 1);
     Value rowsPerExpert = arith::MulIOp::create(b, loc, g, p);
     std::optional<int64_t> staticD = staticDim(xType, 2);
-    std::optional<int64_t> staticH = staticDim(op.getW1().getType(), 2);
+    std::optional<int64_t> staticH = staticDim(op.getB1().getType(), 1);
     std::optional<int64_t> staticS = staticDim(xType, 1);
     std::optional<int64_t> staticSlots;
     if (!ShapedType::isDynamic(staticJ))
@@ -218,6 +227,7 @@ struct SoftMoEOpLowering : OpConversionPattern<SoftMoEOp> {
 
     // Phase 1: logits, dispatch weights and slot inputs of each group.
     forallIndex(b, loc, g, [&](OpBuilder &b, Location loc, Value gr) {
+      Value scratch = allocaBlockScratch(b, loc, shape);
       Value xInv = allocF32(b, loc, {dynamic}, {s});
       forEach(b, loc, s, [&](OpBuilder &b, Location loc, Value m) {
         Value sum = buildLoop(b, loc, d, {floatConst(b, loc, f32, 0)},
@@ -255,8 +265,7 @@ struct SoftMoEOpLowering : OpConversionPattern<SoftMoEOp> {
         return Value(
             arith::SelectOp::create(b, loc, scaleSlots, scaled, normed));
       };
-      emitGemm(b, loc, s, j, d, staticSlots, shape, logitsGemm,
-               allocatePackedScratch(b, loc, j, d, shape),
+      emitGemm(b, loc, s, j, d, staticSlots, shape, logitsGemm, scratch,
                /*parallelPanels=*/false);
 
       // The dispatch softmax runs over the valid tokens of the group:
@@ -307,8 +316,7 @@ struct SoftMoEOpLowering : OpConversionPattern<SoftMoEOp> {
             loadVector(b, loc, vectorType, colMax, {n}, mask),
             loadVector(b, loc, vectorType, colSum, {n}, mask), mask);
       };
-      emitGemm(b, loc, d, j, sv, staticSlots, shape, dispatch,
-               allocatePackedScratch(b, loc, j, s, shape),
+      emitGemm(b, loc, d, j, sv, staticSlots, shape, dispatch, scratch,
                /*parallelPanels=*/false);
 
       // Slot j = (e, p) of this group is row g * P + p of expert e.
@@ -329,7 +337,7 @@ struct SoftMoEOpLowering : OpConversionPattern<SoftMoEOp> {
     // Phase 2: the expert MLPs on their G * P slot rows.
     forallIndex(b, loc, e, [&](OpBuilder &b, Location loc, Value ex) {
       emitExpertMLP(
-          b, loc, shape, {w1, b1, w2, b2, op.getActivation()}, ex,
+          b, loc, shape, {w1, b1, w2, b2, op.getActivation(), *panelWidth}, ex,
           rowsPerExpert, rowsPerExpert, d, h, staticD, staticH,
           [&](OpBuilder &b, Location loc, Value r, Value kk) {
             return Value(memref::LoadOp::create(b, loc, slotIn,
@@ -347,6 +355,7 @@ struct SoftMoEOpLowering : OpConversionPattern<SoftMoEOp> {
                                        {xType.getDimSize(1), s},
                                        {xType.getDimSize(2), d}}));
     forallIndex(b, loc, g, [&](OpBuilder &b, Location loc, Value gr) {
+      Value scratch = allocaBlockScratch(b, loc, shape);
       Value rowMax = allocF32(b, loc, {dynamic}, {s});
       Value rowSum = allocF32(b, loc, {dynamic}, {s});
       forEach(b, loc, s, [&](OpBuilder &b, Location loc, Value m) {
@@ -390,8 +399,7 @@ struct SoftMoEOpLowering : OpConversionPattern<SoftMoEOp> {
             b, loc, v, loadVector(b, loc, vectorType, rowMax, {m0}, mask),
             loadVector(b, loc, vectorType, rowSum, {m0}, mask), mask);
       };
-      emitGemm(b, loc, d, s, j, staticS, shape, combine,
-               allocatePackedScratch(b, loc, s, j, shape),
+      emitGemm(b, loc, d, s, j, staticS, shape, combine, scratch,
                /*parallelPanels=*/false);
 
       forEach(b, loc, s, [&](OpBuilder &b, Location loc, Value m) {

@@ -503,6 +503,36 @@ LogicalResult AssignSlotsOp::verify() {
   return verifyShape(op, "fill", getFill(), {e, g}, "E x G");
 }
 
+/// Expert weights in the panel layout of vmoe.unpack_panels with width `l`:
+/// w1 `E x ceil(H/L) x D x L`, b1 `E x H`, w2 `E x ceil(D/L) x H x L`,
+/// b2 `E x D`, H from b1 (with bf16 pairs a panel row holds two k, so D
+/// and H rows become ceil(D/2) and ceil(H/2)). fused_experts-C5,
+/// expert_choice_experts-C6, soft_moe-C7.
+static LogicalResult verifyPanelExpertWeights(Operation *op, Value w1, Value b1,
+                                              Value w2, Value b2, int64_t e,
+                                              int64_t d, int64_t l,
+                                              bool bf16Pairs) {
+  if (failed(verifyRank(op, "b1", b1, 2, "E x H")))
+    return failure();
+  int64_t h = dimOf(b1, 1);
+  auto count = [l](int64_t n) {
+    return ShapedType::isDynamic(n) ? n : (n + l - 1) / l;
+  };
+  auto rows = [bf16Pairs](int64_t k) {
+    return !bf16Pairs || ShapedType::isDynamic(k) ? k : (k + 1) / 2;
+  };
+  if (failed(verifyShape(op, "w1", w1, {e, count(h), rows(d), l},
+                         bf16Pairs ? "E x ceil(H/L) x ceil(D/2) x L"
+                                   : "E x ceil(H/L) x D x L")) ||
+      failed(verifyShape(op, "b1", b1, {e, h}, "E x H")) ||
+      failed(verifyShape(op, "w2", w2, {e, count(d), rows(h), l},
+                         bf16Pairs ? "E x ceil(D/L) x ceil(H/2) x L"
+                                   : "E x ceil(D/L) x H x L")) ||
+      failed(verifyShape(op, "b2", b2, {e, d}, "E x D")))
+    return failure();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // FusedExpertsOp
 //===----------------------------------------------------------------------===//
@@ -543,27 +573,9 @@ LogicalResult FusedExpertsOp::verify() {
     if (getWUp())
       return emitOpError() << "'weight_panels' cannot be combined with a "
                               "gated expert (gated(%w_up))";
-    auto l = static_cast<int64_t>(*panels);
-    if (failed(verifyRank(op, "b1", getB1(), 2, "E x H")))
-      return failure();
-    int64_t h = dimOf(getB1(), 1);
-    auto count = [l](int64_t n) {
-      return ShapedType::isDynamic(n) ? n : (n + l - 1) / l;
-    };
-    // With bf16 pairs a panel row holds two k.
-    auto rows = [bf16Pairs](int64_t k) {
-      return !bf16Pairs || ShapedType::isDynamic(k) ? k : (k + 1) / 2;
-    };
-    if (failed(verifyShape(op, "w1", getW1(), {e, count(h), rows(d), l},
-                           bf16Pairs ? "E x ceil(H/L) x ceil(D/2) x L"
-                                     : "E x ceil(H/L) x D x L")) ||
-        failed(verifyShape(op, "b1", getB1(), {e, h}, "E x H")) ||
-        failed(verifyShape(op, "w2", getW2(), {e, count(d), rows(h), l},
-                           bf16Pairs ? "E x ceil(D/L) x ceil(H/2) x L"
-                                     : "E x ceil(D/L) x H x L")) ||
-        failed(verifyShape(op, "b2", getB2(), {e, d}, "E x D")))
-      return failure();
-    return success();
+    return verifyPanelExpertWeights(op, getW1(), getB1(), getW2(), getB2(), e,
+                                    d, static_cast<int64_t>(*panels),
+                                    bf16Pairs);
   }
   // fused_experts-C4.
   if (failed(verifyRank(op, "w1", getW1(), 3, "E x D x H")))
@@ -640,7 +652,12 @@ LogicalResult FusedRouteOp::verify() {
 /// b2 `E x D` against the E and D of the caller.
 static LogicalResult verifyExpertWeights(Operation *op, Value w1, Value b1,
                                          Value w2, Value b2, int64_t e,
-                                         int64_t d) {
+                                         int64_t d,
+                                         std::optional<uint64_t> panels) {
+  if (panels)
+    return verifyPanelExpertWeights(op, w1, b1, w2, b2, e, d,
+                                    static_cast<int64_t>(*panels),
+                                    /*bf16Pairs=*/false);
   if (failed(verifyRank(op, "w1", w1, 3, "E x D x H")))
     return failure();
   int64_t h = dimOf(w1, 2);
@@ -721,8 +738,9 @@ LogicalResult ExpertChoiceExpertsOp::verify() {
   if (failed(verifyShape(op, "gates", getGates(), {g, s, e}, "G x S x E")) ||
       failed(verifyShape(op, "slots", getSlots(), {g, s, e}, "G x S x E")))
     return failure();
-  // expert_choice_experts-C4.
-  return verifyExpertWeights(op, getW1(), getB1(), getW2(), getB2(), e, d);
+  // expert_choice_experts-C4, expert_choice_experts-C6.
+  return verifyExpertWeights(op, getW1(), getB1(), getW2(), getB2(), e, d,
+                             getWeightPanels());
 }
 
 //===----------------------------------------------------------------------===//
@@ -744,9 +762,10 @@ LogicalResult SoftMoEOp::verify() {
     return emitOpError() << "'phi' dim 0 (" << dimOf(getPhi(), 0)
                          << ") must equal the model width D of 'x' (" << d
                          << ")";
-  // soft_moe-C4 (soft_moe-C3 is the type constraint of 'scale').
+  // soft_moe-C4, soft_moe-C7 (soft_moe-C3 is the type constraint of
+  // 'scale').
   return verifyExpertWeights(op, getW1(), getB1(), getW2(), getB2(),
-                             dimOf(getPhi(), 1), d);
+                             dimOf(getPhi(), 1), d, getWeightPanels());
 }
 
 //===----------------------------------------------------------------------===//

@@ -5,6 +5,9 @@
 //===----------------------------------------------------------------------===//
 //
 // dispatch -> expert_ffn -> combine  ==>  assign_slots + fused_experts.
+// Expert weights from vmoe.unpack_panels (f32 panels packed at load) go to
+// the fused op, vmoe.expert_choice_experts and vmoe.soft_moe as the panels
+// themselves (`weight_panels = L`), so their GEMMs read them in place.
 //
 //===----------------------------------------------------------------------===//
 
@@ -141,6 +144,47 @@ struct FuseDispatchExpertCombine : OpRewritePattern<CombineOp> {
   }
 };
 
+/// The common panel width of `w1` and `w2` when both come from f32
+/// vmoe.unpack_panels with one static width (nullopt otherwise).
+static std::optional<int64_t> commonPanelWidth(Value w1, Value w2) {
+  auto unpack1 = w1.getDefiningOp<UnpackPanelsOp>();
+  auto unpack2 = w2.getDefiningOp<UnpackPanelsOp>();
+  if (!unpack1 || !unpack2 || unpack1.getStorage() != PanelStorage::f32 ||
+      unpack2.getStorage() != PanelStorage::f32)
+    return std::nullopt;
+  int64_t l1 = unpack1.getPanels().getType().getShape().back();
+  int64_t l2 = unpack2.getPanels().getType().getShape().back();
+  if (l1 != l2 || ShapedType::isDynamic(l1))
+    return std::nullopt;
+  return l1;
+}
+
+/// An expert choice or Soft MoE op whose w1 and w2 are unpacked f32 panels
+/// reads the panels (`weight_panels = L`); the unpack ops left without
+/// users are erased by the driver (they are pure). bf16 pair panels are
+/// left alone: these ops have no bf16 GEMMs.
+template <typename OpTy> struct FoldPanelsIntoExperts : OpRewritePattern<OpTy> {
+  using OpRewritePattern<OpTy>::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(OpTy op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getWeightPanels())
+      return rewriter.notifyMatchFailure(op, "already reads panels");
+    std::optional<int64_t> width = commonPanelWidth(op.getW1(), op.getW2());
+    if (!width)
+      return rewriter.notifyMatchFailure(
+          op, "w1 and w2 are not f32 panels of one width");
+    Value w1 = op.getW1().template getDefiningOp<UnpackPanelsOp>().getPanels();
+    Value w2 = op.getW2().template getDefiningOp<UnpackPanelsOp>().getPanels();
+    rewriter.modifyOpInPlace(op, [&] {
+      op.getW1Mutable().assign(w1);
+      op.getW2Mutable().assign(w2);
+      op.setWeightPanelsAttr(rewriter.getI64IntegerAttr(*width));
+    });
+    return success();
+  }
+};
+
 } // namespace
 
 namespace mlir::vmoe {
@@ -152,7 +196,9 @@ struct VMoEFuseExpertsPass
 
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<FuseDispatchExpertCombine>(&getContext());
+    patterns.add<FuseDispatchExpertCombine,
+                 FoldPanelsIntoExperts<ExpertChoiceExpertsOp>,
+                 FoldPanelsIntoExperts<SoftMoEOp>>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -193,3 +193,43 @@ func.func @negative_expert_choice_valid_not_index(%x: tensor<1x8x16xf32>, %r: te
       : (tensor<1x8x16xf32>, tensor<16x4xf32>, i32) -> (tensor<1x8x4xf32>, tensor<4x1x2xi32>, tensor<1x8x4xi32>)
   return
 }
+
+// -----
+
+/// expert_choice_experts-C6: with weight_panels, w1 is E x ceil(H/L) x D x L.
+func.func @negative_expert_choice_experts_panels_w1(%x: tensor<1x8x16xf32>, %g: tensor<1x8x4xf32>,
+    %t: tensor<4x1x2xi32>, %s: tensor<1x8x4xi32>, %w1: tensor<4x16x32xf32>, %b1: tensor<4x32xf32>,
+    %w2: tensor<4x1x32x16xf32>, %b2: tensor<4x16xf32>) {
+  // expected-error @+1 {{'w1' must have rank 4 (E x ceil(H/L) x D x L), got rank 3}}
+  %o = vmoe.expert_choice_experts %x, %g, %t, %s, %w1, %b1, %w2, %b2 {weight_panels = 16 : i64}
+      : tensor<1x8x16xf32>, tensor<1x8x4xf32>, tensor<4x1x2xi32>, tensor<1x8x4xi32>,
+        tensor<4x16x32xf32>, tensor<4x32xf32>, tensor<4x1x32x16xf32>, tensor<4x16xf32>
+  return
+}
+
+// -----
+
+/// expert_choice_experts-C6: with weight_panels, w2 is E x ceil(D/L) x H x L
+/// (H from b1).
+func.func @negative_expert_choice_experts_panels_w2(%x: tensor<1x8x16xf32>, %g: tensor<1x8x4xf32>,
+    %t: tensor<4x1x2xi32>, %s: tensor<1x8x4xi32>, %w1: tensor<4x2x16x16xf32>, %b1: tensor<4x32xf32>,
+    %w2: tensor<4x1x32x8xf32>, %b2: tensor<4x16xf32>) {
+  // expected-error @+1 {{'w2' must have shape 4x1x32x16 (E x ceil(D/L) x H x L), got 4x1x32x8}}
+  %o = vmoe.expert_choice_experts %x, %g, %t, %s, %w1, %b1, %w2, %b2 {weight_panels = 16 : i64}
+      : tensor<1x8x16xf32>, tensor<1x8x4xf32>, tensor<4x1x2xi32>, tensor<1x8x4xi32>,
+        tensor<4x2x16x16xf32>, tensor<4x32xf32>, tensor<4x1x32x8xf32>, tensor<4x16xf32>
+  return
+}
+
+// -----
+
+/// expert_choice_experts-C6: the panel width is positive.
+func.func @negative_expert_choice_experts_panels_zero(%x: tensor<1x8x16xf32>, %g: tensor<1x8x4xf32>,
+    %t: tensor<4x1x2xi32>, %s: tensor<1x8x4xi32>, %w1: tensor<4x2x16x16xf32>, %b1: tensor<4x32xf32>,
+    %w2: tensor<4x1x32x16xf32>, %b2: tensor<4x16xf32>) {
+  // expected-error @+1 {{attribute 'weight_panels' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %o = vmoe.expert_choice_experts %x, %g, %t, %s, %w1, %b1, %w2, %b2 {weight_panels = 0 : i64}
+      : tensor<1x8x16xf32>, tensor<1x8x4xf32>, tensor<4x1x2xi32>, tensor<1x8x4xi32>,
+        tensor<4x2x16x16xf32>, tensor<4x32xf32>, tensor<4x1x32x16xf32>, tensor<4x16xf32>
+  return
+}

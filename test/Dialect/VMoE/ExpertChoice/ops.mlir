@@ -71,3 +71,37 @@ func.func @expert_choice_valid(%x: tensor<2x8x16xf32>, %r: tensor<16x4xf32>, %b:
       -> tensor<2x8x4xf32>, tensor<4x2x3xi32>, tensor<2x8x4xi32>
   return %t1, %t2 : tensor<4x2x3xi32>, tensor<4x2x3xi32>
 }
+
+// -----
+
+/// expert_choice_experts with weights in panel layout (the example of the
+/// op description): w1 E x ceil(H/L) x D x L, w2 E x ceil(D/L) x H x L.
+// CHECK-LABEL: func.func @expert_choice_experts_weight_panels
+// CHECK: vmoe.expert_choice_experts %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {weight_panels = 16 : i64}
+// CHECK-SAME: tensor<32x128x512x16xf32>, tensor<32x2048xf32>, tensor<32x32x2048x16xf32>, tensor<32x512xf32>
+func.func @expert_choice_experts_weight_panels(%x: tensor<2x400x512xf32>, %gates: tensor<2x400x32xf32>,
+    %tokens: tensor<32x2x25xi32>, %slots: tensor<2x400x32xi32>, %w1p: tensor<32x128x512x16xf32>,
+    %b1: tensor<32x2048xf32>, %w2p: tensor<32x32x2048x16xf32>, %b2: tensor<32x512xf32>) -> tensor<2x400x512xf32> {
+  %packed = vmoe.expert_choice_experts %x, %gates, %tokens, %slots,
+                                       %w1p, %b1, %w2p, %b2
+      {weight_panels = 16 : i64}
+      : tensor<2x400x512xf32>, tensor<2x400x32xf32>, tensor<32x2x25xi32>,
+        tensor<2x400x32xi32>, tensor<32x128x512x16xf32>,
+        tensor<32x2048xf32>, tensor<32x32x2048x16xf32>, tensor<32x512xf32>
+  return %packed : tensor<2x400x512xf32>
+}
+
+// -----
+
+/// A last panel zero-padded past H (H = 24, two panels of 16).
+// CHECK-LABEL: func.func @expert_choice_experts_weight_panels_partial
+// CHECK: vmoe.expert_choice_experts {{.*}}weight_panels = 16 : i64
+// CHECK-SAME: tensor<4x2x16x16xf32>, tensor<4x24xf32>, tensor<4x1x24x16xf32>, tensor<4x16xf32>
+func.func @expert_choice_experts_weight_panels_partial(%x: tensor<1x8x16xf32>, %g: tensor<1x8x4xf32>,
+    %t: tensor<4x1x2xi32>, %s: tensor<1x8x4xi32>, %w1p: tensor<4x2x16x16xf32>, %b1: tensor<4x24xf32>,
+    %w2p: tensor<4x1x24x16xf32>, %b2: tensor<4x16xf32>) -> tensor<1x8x16xf32> {
+  %o = vmoe.expert_choice_experts %x, %g, %t, %s, %w1p, %b1, %w2p, %b2 {weight_panels = 16 : i64}
+      : tensor<1x8x16xf32>, tensor<1x8x4xf32>, tensor<4x1x2xi32>, tensor<1x8x4xi32>,
+        tensor<4x2x16x16xf32>, tensor<4x24xf32>, tensor<4x1x24x16xf32>, tensor<4x16xf32>
+  return %o : tensor<1x8x16xf32>
+}

@@ -108,3 +108,27 @@ func.func @negative_soft_moe_valid_not_index(%x: tensor<2x5x10xf32>, %phi: tenso
          tensor<8x12x10xf32>, tensor<8x10xf32>, i64) -> tensor<2x5x10xf32>
   return
 }
+
+// -----
+
+/// soft_moe-C7: with weight_panels, w1 is E x ceil(H/L) x D x L (H from b1).
+func.func @negative_soft_moe_panels_w1(%x: tensor<1x5x10xf32>, %phi: tensor<10x8x2xf32>, %scale: tensor<f32>,
+    %w1: tensor<8x1x10x8xf32>, %b1: tensor<8x12xf32>, %w2: tensor<8x2x12x8xf32>, %b2: tensor<8x10xf32>) {
+  // expected-error @+1 {{'w1' must have shape 8x2x10x8 (E x ceil(H/L) x D x L), got 8x1x10x8}}
+  %o = vmoe.soft_moe %x, %phi, %scale, %w1, %b1, %w2, %b2 {weight_panels = 8 : i64}
+      : tensor<1x5x10xf32>, tensor<10x8x2xf32>, tensor<f32>, tensor<8x1x10x8xf32>, tensor<8x12xf32>,
+        tensor<8x2x12x8xf32>, tensor<8x10xf32>
+  return
+}
+
+// -----
+
+/// soft_moe-C7: the experts of the panels are those of phi (E).
+func.func @negative_soft_moe_panels_w2_experts(%x: tensor<1x5x10xf32>, %phi: tensor<10x8x2xf32>, %scale: tensor<f32>,
+    %w1: tensor<8x2x10x8xf32>, %b1: tensor<8x12xf32>, %w2: tensor<4x2x12x8xf32>, %b2: tensor<8x10xf32>) {
+  // expected-error @+1 {{'w2' must have shape 8x2x12x8 (E x ceil(D/L) x H x L), got 4x2x12x8}}
+  %o = vmoe.soft_moe %x, %phi, %scale, %w1, %b1, %w2, %b2 {weight_panels = 8 : i64}
+      : tensor<1x5x10xf32>, tensor<10x8x2xf32>, tensor<f32>, tensor<8x2x10x8xf32>, tensor<8x12xf32>,
+        tensor<4x2x12x8xf32>, tensor<8x10xf32>
+  return
+}

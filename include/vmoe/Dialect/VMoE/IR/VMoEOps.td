@@ -620,11 +620,22 @@ def VMoE_ExpertChoiceExpertsOp : VMoE_Op<"expert_choice_experts", [Pure,
     gets 0 (the block's residual carries it). `token_ids` and `slots` must
     describe the same assignment, as `vmoe.expert_choice` returns them.
 
+    With `weight_panels = L`, w1 and w2 come in the panel layout of
+    `vmoe.unpack_panels` (constant weights packed once, at model load), as
+    for `vmoe.fused_experts`: w1 is `E x ceil(H/L) x D x L` and w2
+    `E x ceil(D/L) x H x L`, with `w1[e, n / L, k, n % L]` the plain
+    `w1[e, k, n]`; the CPU lowering reads the panels in place instead of
+    repacking every expert's weights on every call. `vmoe-fuse-experts`
+    sets it when both weights come from `vmoe.unpack_panels` (f32 storage,
+    one width).
+
     Rules: expert_choice_experts-C1 (x `G x S x D`; output has its type),
     expert_choice_experts-C2 (token_ids `E x G x B` with static E),
     expert_choice_experts-C3 (gates and slots `G x S x E`),
     expert_choice_experts-C4 (w1 `E x D x H`, b1 `E x H`, w2 `E x H x D`,
-    b2 `E x D`), expert_choice_experts-C5 (one float element type).
+    b2 `E x D`), expert_choice_experts-C5 (one float element type),
+    expert_choice_experts-C6 (with `weight_panels = L`: w1
+    `E x ceil(H/L) x D x L`, w2 `E x ceil(D/L) x H x L`, H from b1).
 
     ```mlir
     %out = vmoe.expert_choice_experts %x, %gates, %tokens, %slots,
@@ -633,6 +644,12 @@ def VMoE_ExpertChoiceExpertsOp : VMoE_Op<"expert_choice_experts", [Pure,
         : tensor<2x400x512xf32>, tensor<2x400x32xf32>, tensor<32x2x25xi32>,
           tensor<2x400x32xi32>, tensor<32x512x2048xf32>, tensor<32x2048xf32>,
           tensor<32x2048x512xf32>, tensor<32x512xf32>
+    %packed = vmoe.expert_choice_experts %x, %gates, %tokens, %slots,
+                                         %w1p, %b1, %w2p, %b2
+        {activation = #vmoe.activation<gelu_tanh>, weight_panels = 16 : i64}
+        : tensor<2x400x512xf32>, tensor<2x400x32xf32>, tensor<32x2x25xi32>,
+          tensor<2x400x32xi32>, tensor<32x128x512x16xf32>,
+          tensor<32x2048xf32>, tensor<32x32x2048x16xf32>, tensor<32x512xf32>
     ```
   }];
   let arguments = (ins
@@ -644,7 +661,8 @@ def VMoE_ExpertChoiceExpertsOp : VMoE_Op<"expert_choice_experts", [Pure,
     VMoE_FloatTensor:$b1,
     VMoE_FloatTensor:$w2,
     VMoE_FloatTensor:$b2,
-    DefaultValuedAttr<VMoE_ActivationAttr, "Activation::gelu_tanh">:$activation
+    DefaultValuedAttr<VMoE_ActivationAttr, "Activation::gelu_tanh">:$activation,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$weight_panels
   );
   let results = (outs VMoE_FloatTensor:$output);
   let assemblyFormat = [{
@@ -692,11 +710,19 @@ def VMoE_SoftMoEOp : VMoE_Op<"soft_moe", [Pure,
     weights while packing the operands of the slot GEMMs, never storing
     them.
 
+    With `weight_panels = L`, w1 and w2 come in the panel layout of
+    `vmoe.unpack_panels` (w1 `E x ceil(H/L) x D x L`, w2
+    `E x ceil(D/L) x H x L`, packed once at model load) and the expert
+    GEMMs read them in place, as `vmoe.expert_choice_experts` does;
+    `vmoe-fuse-experts` sets it when both weights come from
+    `vmoe.unpack_panels`.
+
     Rules: soft_moe-C1 (x `G x S x D`; output has its type), soft_moe-C2
     (phi `D x E x P` with D of x), soft_moe-C3 (scale is a 0-d tensor),
     soft_moe-C4 (w1 `E x D x H`, b1 `E x H`, w2 `E x H x D`, b2 `E x D` with
     E of phi), soft_moe-C5 (one float element type), soft_moe-C6 (`valid`
-    is an index).
+    is an index), soft_moe-C7 (with `weight_panels = L`: w1
+    `E x ceil(H/L) x D x L`, w2 `E x ceil(D/L) x H x L`, H from b1).
 
     ```mlir
     %out = vmoe.soft_moe %x, %phi, %scale, %w1, %b1, %w2, %b2
@@ -704,6 +730,11 @@ def VMoE_SoftMoEOp : VMoE_Op<"soft_moe", [Pure,
         : tensor<8x197x768xf32>, tensor<768x128x1xf32>, tensor<f32>,
           tensor<128x768x3072xf32>, tensor<128x3072xf32>,
           tensor<128x3072x768xf32>, tensor<128x768xf32>
+    %packed = vmoe.soft_moe %x, %phi, %scale, %w1p, %b1, %w2p, %b2
+        {activation = #vmoe.activation<gelu_tanh>, weight_panels = 16 : i64}
+        : tensor<8x197x768xf32>, tensor<768x128x1xf32>, tensor<f32>,
+          tensor<128x192x768x16xf32>, tensor<128x3072xf32>,
+          tensor<128x48x3072x16xf32>, tensor<128x768xf32>
     ```
   }];
   let arguments = (ins
@@ -715,7 +746,8 @@ def VMoE_SoftMoEOp : VMoE_Op<"soft_moe", [Pure,
     VMoE_FloatTensor:$w2,
     VMoE_FloatTensor:$b2,
     Optional<Index>:$num_valid,
-    DefaultValuedAttr<VMoE_ActivationAttr, "Activation::gelu_tanh">:$activation
+    DefaultValuedAttr<VMoE_ActivationAttr, "Activation::gelu_tanh">:$activation,
+    OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$weight_panels
   );
   let results = (outs VMoE_FloatTensor:$output);
   let assemblyFormat = [{

@@ -33,7 +33,8 @@ def VMoEBufferSizingPass
 }
 
 def VMoEFuseExpertsPass : Pass<"vmoe-fuse-experts", "::mlir::func::FuncOp"> {
-  let summary = "Fuse dispatch, expert_ffn and combine into fused_experts";
+  let summary = "Fuse dispatch, expert_ffn and combine into fused_experts; "
+                "hand weight panels to the expert ops";
   let description = [{
     Rewrites `combine(expert_ffn(dispatch(x, ids, order)), ids, slots, w)`,
     when the buffers and the expert outputs have no other user, into
@@ -46,7 +47,10 @@ def VMoEFuseExpertsPass : Pass<"vmoe-fuse-experts", "::mlir::func::FuncOp"> {
     come from `vmoe.unpack_panels` with one panel width L and one storage,
     the fused op takes the panels themselves (`weight_panels = L`, and
     `weight_storage` for bf16 pairs) and the unpack ops left without users
-    are erased.
+    are erased. Likewise `vmoe.expert_choice_experts` and `vmoe.soft_moe`
+    whose w1 and w2 both come from f32 `vmoe.unpack_panels` of one width
+    take the panels (`weight_panels = L`; bf16 pair panels stay unpacked,
+    these ops have no bf16 GEMMs).
     The chain with
     `vmoe.expert_swiglu` in place of `expert_ffn` becomes a gated
     `fused_experts` (silu, `w_up`, zero biases; static E, D and H).
