@@ -90,6 +90,7 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
     vectorize.tileRows = tileRows;
     vectorize.tileVectors = tileVectors;
     vectorize.parallel = options.parallel;
+    vectorize.bf16Dot = options.bf16Dot;
     pm.addNestedPass<func::FuncOp>(
         createVMoEVectorizeContractionsPass(vectorize));
   }
