@@ -253,7 +253,7 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
               [&](OpBuilder &b, Location loc, Value row) {
                 DenseMap<unsigned, Value> at = ivs;
                 at[rowDim] = shifted(b, loc, row);
-                at[kDim] = index(0);
+                at[kDim] = arith::ConstantIndexOp::create(b, loc, 0);
                 SmallVector<Value> indices = operandIndices(aMap, at);
                 indices.pop_back(); // k, the last (contiguous) dim.
                 return indices;
