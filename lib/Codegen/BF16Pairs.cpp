@@ -9,13 +9,18 @@
 // products of bf16 elements 2i and 2i + 1, i.e. of k even and odd. The
 // shift form turns a bf16 into the f32 with the same bits in its high half:
 // the even k (low half) by `shl 16`, the odd k (high half) by masking the
-// low half off; then one fma per k, even first.
+// low half off; then one fma per k, odd first: the order in which
+// vdpbf16ps adds the two products, so that both forms give the same sums
+// (but for vdpbf16ps flushing denormals).
 //
 //===----------------------------------------------------------------------===//
 
 #include "vmoe/Codegen/BF16Pairs.h"
 
+#include "vmoe/Codegen/Microkernel.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 
@@ -71,6 +76,47 @@ Value BF16PairProducts::roundToPairs(OpBuilder &b, Location loc,
   return vector::BitCastOp::create(b, loc, wordsType, halves);
 }
 
+void BF16PairProducts::roundRowsToPairs(
+    OpBuilder &b, Location loc, Value pairs, Value rows, Value k, Value source,
+    function_ref<SmallVector<Value>(OpBuilder &, Location, Value)> prefix)
+    const {
+  auto index = [&](int64_t v) {
+    return Value(arith::ConstantIndexOp::create(b, loc, v));
+  };
+  Value two = index(2);
+  Value words = arith::CeilDivUIOp::create(b, loc, k, two);
+  auto valuesType = VectorType::get({2 * lanes}, b.getF32Type());
+  auto maskType = [&](int64_t n) {
+    return VectorType::get({n}, b.getI1Type());
+  };
+  auto forLoop = [&](OpBuilder &b, Value ub, Value step,
+                     function_ref<void(OpBuilder &, Location, Value)> body) {
+    scf::ForOp::create(b, loc, index(0), ub, step, ValueRange{},
+                       [&](OpBuilder &b, Location loc, Value iv, ValueRange) {
+                         body(b, loc, iv);
+                         scf::YieldOp::create(b, loc);
+                       });
+  };
+  forLoop(b, rows, index(1), [&](OpBuilder &b, Location loc, Value row) {
+    SmallVector<Value> base = prefix(b, loc, row);
+    forLoop(b, words, index(lanes), [&](OpBuilder &b, Location loc, Value j) {
+      Value first = arith::MulIOp::create(b, loc, j, two);
+      Value left = arith::SubIOp::create(b, loc, k, first);
+      Value valuesMask = vector::CreateMaskOp::create(
+          b, loc, maskType(2 * lanes), ValueRange{left});
+      Value wordsMask = vector::CreateMaskOp::create(
+          b, loc, maskType(lanes),
+          ValueRange{arith::CeilDivUIOp::create(b, loc, left, two)});
+      SmallVector<Value> at = base;
+      at.push_back(first);
+      // Lanes past k read 0: an odd k's last high half.
+      Value values = loadVector(b, loc, valuesType, source, at, valuesMask);
+      storeVector(b, loc, roundToPairs(b, loc, values), pairs, {row, j},
+                  wordsMask);
+    });
+  });
+}
+
 SmallVector<Value, 2> BF16PairProducts::prepareB(OpBuilder &b, Location loc,
                                                  Value pairs) const {
   if (dot)
@@ -101,6 +147,6 @@ Value BF16PairProducts::update(OpBuilder &b, Location loc, Value acc,
   if (dot)
     return x86vector::DotBF16Op::create(b, loc, acc.getType(), acc, a[0],
                                         bOperands[0]);
-  Value even = vector::FMAOp::create(b, loc, a[0], bOperands[0], acc);
-  return vector::FMAOp::create(b, loc, a[1], bOperands[1], even);
+  Value odd = vector::FMAOp::create(b, loc, a[1], bOperands[1], acc);
+  return vector::FMAOp::create(b, loc, a[0], bOperands[0], odd);
 }

@@ -14,16 +14,25 @@
 using namespace mlir;
 using namespace mlir::vmoe;
 
-AffineMap mlir::vmoe::getPanelOperandMap(AffineMap plain, int64_t width) {
+/// The panel map of `plain`, with k or its pair index k floordiv 2.
+static AffineMap panelMap(AffineMap plain, int64_t width, bool pairs) {
   ArrayRef<AffineExpr> results = plain.getResults();
   assert(results.size() >= 2 && width > 0 && "a matrix operand");
   SmallVector<AffineExpr> panel(results.drop_back(2));
   AffineExpr k = results[results.size() - 2], n = results.back();
   panel.push_back(n.floorDiv(width));
-  panel.push_back(k);
+  panel.push_back(pairs ? k.floorDiv(2) : k);
   panel.push_back(n % width);
   return AffineMap::get(plain.getNumDims(), plain.getNumSymbols(), panel,
                         plain.getContext());
+}
+
+AffineMap mlir::vmoe::getPanelOperandMap(AffineMap plain, int64_t width) {
+  return panelMap(plain, width, /*pairs=*/false);
+}
+
+AffineMap mlir::vmoe::getPairPanelOperandMap(AffineMap plain, int64_t width) {
+  return panelMap(plain, width, /*pairs=*/true);
 }
 
 std::optional<PanelOperandMap>
@@ -33,7 +42,12 @@ mlir::vmoe::matchPanelOperandMap(AffineMap map) {
     return std::nullopt;
   auto div = dyn_cast<AffineBinaryOpExpr>(results[results.size() - 3]);
   auto mod = dyn_cast<AffineBinaryOpExpr>(results.back());
-  auto k = dyn_cast<AffineDimExpr>(results[results.size() - 2]);
+  // k, or k floordiv 2 for bf16 pair panels.
+  AffineExpr middle = results[results.size() - 2];
+  auto half = dyn_cast<AffineBinaryOpExpr>(middle);
+  bool pairs = half && half.getKind() == AffineExprKind::FloorDiv &&
+               half.getRHS() == getAffineConstantExpr(2, map.getContext());
+  auto k = dyn_cast<AffineDimExpr>(pairs ? half.getLHS() : middle);
   if (!div || !mod || !k || div.getKind() != AffineExprKind::FloorDiv ||
       mod.getKind() != AffineExprKind::Mod)
     return std::nullopt;
@@ -47,7 +61,7 @@ mlir::vmoe::matchPanelOperandMap(AffineMap map) {
   plain.push_back(n);
   return PanelOperandMap{AffineMap::get(map.getNumDims(), map.getNumSymbols(),
                                         plain, map.getContext()),
-                         width.getValue()};
+                         width.getValue(), pairs};
 }
 
 /// The indices of B[lead..., k, n] in the panels [lead..., P, K, L]
@@ -84,4 +98,13 @@ void mlir::vmoe::prefetchPanelVector(OpBuilder &b, Location loc, Value panels,
                              panelIndices(b, loc, panels, lead, k, n),
                              /*isWrite=*/false, /*localityHint=*/2,
                              /*isDataCache=*/true);
+}
+
+Value mlir::vmoe::loadPairPanelWords(OpBuilder &b, Location loc, int64_t lanes,
+                                     Value panels, ValueRange lead, Value pair,
+                                     Value n) {
+  Value words = loadPanelVector(b, loc, VectorType::get({lanes}, b.getF32Type()),
+                                panels, lead, pair, n);
+  return vector::BitCastOp::create(
+      b, loc, VectorType::get({lanes}, b.getI32Type()), words);
 }

@@ -13,10 +13,12 @@
 // vmoe.fused_experts, vmoe.expert_choice_experts and vmoe.soft_moe
 // {weight_panels = L} and convert-vmoe-to-scf into the
 // linalg contractions of the dense layers: the GEMMs read them in place.
-// With --precision=bf16 the runtime writes the expert kernels as bf16 pair
-// panels ([E, ceil(N/L), ceil(K/2), L] words of two bf16 of consecutive k)
-// into the first words of their f32 regions, read through
-// vmoe.unpack_panels {storage = bf16_pairs}.
+// With --precision=bf16 the runtime writes the expert kernels and the
+// panel-packed dense kernels as bf16 pair panels ([..., ceil(N/L),
+// ceil(K/2), L] words of two bf16 of consecutive k) into the first words of
+// their f32 regions, read through vmoe.unpack_panels {storage = bf16_pairs}
+// (folded into fused_experts, and into the dense contractions by
+// convert-vmoe-to-scf).
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,6 +79,19 @@ static bool isPackableFamilyExpertKernel(const ModelDescription &model,
          (layer->routing == "expert_choice" || layer->routing == "soft");
 }
 
+/// Whether `name` is a dense kernel [K, N] stored in panel layout (CPU
+/// target): patch embedding, attention projections, dense MLPs,
+/// pre-logits, head and the MAP head's layers, every `.kernel` the GEMMs
+/// multiply by but the routers, which vmoe.route reads by columns, when N
+/// is a multiple of the panel width.
+static bool isPackableDenseKernel(const BuildOptions &options,
+                                  llvm::StringRef name,
+                                  llvm::ArrayRef<int64_t> shape) {
+  return options.target == "cpu" && shape.size() == 2 &&
+         shape.back() % kWeightPanelWidth == 0 && name.ends_with(".kernel") &&
+         !name.ends_with(".router.kernel");
+}
+
 int64_t mlir::vmoe::frontend::bf16PanelWords(llvm::ArrayRef<int64_t> shape,
                                              int64_t width) {
   int64_t k = shape[shape.size() - 2], n = shape.back();
@@ -90,8 +105,12 @@ bool mlir::vmoe::frontend::isBF16PanelWeight(const ModelDescription &model,
                                              const BuildOptions &options,
                                              llvm::StringRef name,
                                              llvm::ArrayRef<int64_t> shape) {
-  if (options.precision != "bf16" ||
-      !isPackableExpertKernel(model, options, name, shape))
+  if (options.precision != "bf16")
+    return false;
+  // Dense kernels: N a multiple of L, so their ceil(K/2) rows of words fit.
+  if (isPackableDenseKernel(options, name, shape))
+    return true;
+  if (!isPackableExpertKernel(model, options, name, shape))
     return false;
   // Both kernels of the layer ([E, D, He] and [E, He, D]) or neither, so
   // that vmoe-fuse-experts hands both to the fused op.
@@ -109,14 +128,10 @@ bool mlir::vmoe::frontend::isPanelPackedWeight(const ModelDescription &model,
                                                llvm::ArrayRef<int64_t> shape) {
   if (isBF16PanelWeight(model, options, name, shape))
     return true;
-  if (options.target != "cpu" || shape.size() < 2 ||
-      shape.back() % kWeightPanelWidth != 0)
-    return false;
-  // Dense layers (patch embedding, attention projections, dense MLPs,
-  // pre-logits, head): every `.kernel` [K, N] the GEMMs multiply by, but
-  // the routers, which vmoe.route reads by columns.
   if (shape.size() == 2)
-    return name.ends_with(".kernel") && !name.ends_with(".router.kernel");
+    return isPackableDenseKernel(options, name, shape);
+  if (options.target != "cpu" || shape.back() % kWeightPanelWidth != 0)
+    return false;
   return (isPackableExpertKernel(model, options, name, shape) ||
           isPackableFamilyExpertKernel(model, options, name, shape)) &&
          shape[1] % kWeightPanelWidth == 0;
@@ -147,14 +162,17 @@ Value ForwardBuilder::kernel(const std::string &name,
   if (isBF16PanelWeight(model, options, name, tensor.shape)) {
     // bf16 pairs: ceil(K/2) rows of words per panel, the words first in the
     // region.
-    int64_t e = tensor.shape[0], rows = (k + 1) / 2, panels = (n + l - 1) / l;
-    int64_t words = e * panels * rows * l;
+    SmallVector<int64_t> pairsShape(ArrayRef(asShape).drop_back(2));
+    pairsShape.append({(n + l - 1) / l, (k + 1) / 2, l});
+    int64_t words = 1;
+    for (int64_t dim : pairsShape)
+      words *= dim;
     Value pairs = tensor::ExtractSliceOp::create(
         b, loc, RankedTensorType::get({words}, f32), flat,
         ArrayRef<OpFoldResult>{b.getIndexAttr(0)},
         ArrayRef<OpFoldResult>{b.getIndexAttr(words)}, unitStrides(b, 1));
     return UnpackPanelsOp::create(b, loc, RankedTensorType::get(asShape, f32),
-                                  reshape(pairs, {e, panels, rows, l}),
+                                  reshape(pairs, pairsShape),
                                   PanelStorage::bf16_pairs);
   }
   SmallVector<int64_t> panelsShape(ArrayRef(asShape).drop_back(2));

@@ -96,6 +96,7 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
     vectorize.tileVectors = tileVectors;
     vectorize.parallel = options.parallel;
     vectorize.prefetch = options.prefetchPanels;
+    vectorize.bf16Dot = options.bf16Dot;
     pm.addNestedPass<func::FuncOp>(
         createVMoEVectorizeContractionsPass(vectorize));
   }

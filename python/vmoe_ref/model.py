@@ -746,8 +746,15 @@ class Dense(nn.Module):
         self.kernel = (nn.Parameter(torch.zeros(d_in, d_out)) if zero
                        else _xavier(d_in, d_out))
         self.bias = nn.Parameter(torch.zeros(d_out))
+        # Number format of the product (set_precision).
+        self.precision = "f32"
 
     def forward(self, x):
+        if self.precision == "bf16":
+            # bf16-rounded rows times bf16-rounded kernel, exact products
+            # accumulated in f32; the bias stays f32.
+            return torch.matmul(ops.round_bf16(x),
+                                ops.round_bf16(self.kernel)) + self.bias
         return torch.matmul(x, self.kernel) + self.bias
 
 
@@ -955,6 +962,27 @@ def set_expert_precision(net, precision):
     for module in net.modules():
         if type(module) is MoE:
             module.precision = precision
+
+
+# Panel width of the CPU target's packed weights: dense kernels whose
+# output width is a multiple of it are stored in panels, and as bf16 pair
+# panels with --precision=bf16 (docs/ModelFormat.md §5).
+PANEL_WIDTH = 16
+
+
+def set_precision(net, precision):
+    """Computes `net` as `vmoe-compile --precision` does on the CPU target:
+    with "bf16", the token choice experts (set_expert_precision) and every
+    dense layer whose kernel is stored in panels (N a multiple of
+    PANEL_WIDTH: patch embedding, attention projections, dense MLPs,
+    pre-logits, MAP head layers; not the routers, nor a head of 1000 or 10
+    classes) multiply bf16-rounded rows by bf16-rounded kernels; attention
+    scores, routing and everything else stay f32."""
+    set_expert_precision(net, precision)
+    for module in net.modules():
+        if isinstance(module, Dense):
+            packed = module.kernel.shape[-1] % PANEL_WIDTH == 0
+            module.precision = precision if packed else "f32"
 
 
 class ExpertChoiceMoE(MoE):

@@ -142,11 +142,12 @@ def main(argv=None):
                         default="f32",
                         help="the --precision the executable was compiled "
                              "with: the PyTorch model computes its token "
-                             "choice experts the same way")
+                             "choice experts and panel-packed dense layers "
+                             "the same way")
     args = parser.parse_args(argv)
     try:
         net = vmodel.load_model(args.model, args.weights)
-        vmodel.set_expert_precision(net, args.precision)
+        vmodel.set_precision(net, args.precision)
         _, failures = compare(net, args.exe, args.weights, args.images,
                               args.capacities, args.atol, args.routing)
     except (CheckError, RunError, ValueError, OSError,

@@ -33,12 +33,24 @@ struct BF16PairProducts {
   /// on AVX512_BF16); else integer arithmetic on the f32 bits, so that
   /// targets without bf16 instructions need no runtime library call.
   Value roundToPairs(OpBuilder &b, Location loc, Value values) const;
+  /// Rounds rows [0, rows) of an f32 matrix to pairs: row r of `pairs`
+  /// (memref<R x ceil(k/2) x i32>, R >= rows) becomes
+  /// source[prefix(r)..., 0 .. k) as pair words, the high half 0 past an
+  /// odd k. 2 x lanes values (lanes words) per step, masked past k; the
+  /// source rows are contiguous along k.
+  void roundRowsToPairs(
+      OpBuilder &b, Location loc, Value pairs, Value rows, Value k,
+      Value source,
+      function_ref<SmallVector<Value>(OpBuilder &, Location, Value)> prefix)
+      const;
   /// The operands one vector of pairs (vector<lanes x i32>) of B gives:
   /// the bf16 vector for the dot, else its even and odd k as f32 vectors.
   SmallVector<Value, 2> prepareB(OpBuilder &b, Location loc, Value pairs) const;
   /// The operands one pair (i32) of A gives, broadcast to all lanes.
   SmallVector<Value, 2> prepareA(OpBuilder &b, Location loc, Value pair) const;
-  /// acc + a[even] * b[even] + a[odd] * b[odd], per lane.
+  /// (acc + a[odd] * b[odd]) + a[even] * b[even], per lane: the order of
+  /// vdpbf16ps, so both forms give the same sums (but for its flushing of
+  /// denormals).
   Value update(OpBuilder &b, Location loc, Value acc, ArrayRef<Value> a,
                ArrayRef<Value> bOperands) const;
 };

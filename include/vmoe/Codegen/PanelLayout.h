@@ -30,14 +30,22 @@ namespace mlir::vmoe {
 /// two results.
 AffineMap getPanelOperandMap(AffineMap plain, int64_t width);
 
+/// The map reading a plain `(..., k, n)` operand from its bf16 pair panels
+/// of width `width` (vmoe.unpack_panels {storage = bf16_pairs}: one 32-bit
+/// word per two consecutive k): `(..., n floordiv width, k floordiv 2,
+/// n mod width)`.
+AffineMap getPairPanelOperandMap(AffineMap plain, int64_t width);
+
 /// A panel map recognized by matchPanelOperandMap.
 struct PanelOperandMap {
   AffineMap plain; ///< The map of the plain operand, `(..., k, n)`.
   int64_t width;   ///< The panel width L.
+  bool pairs;      ///< bf16 pair panels (k floordiv 2), else f32 panels.
 };
 
-/// The plain map and panel width of a map built by getPanelOperandMap whose
-/// k and n are loop dims (nullopt for any other map).
+/// The plain map and panel width of a map built by getPanelOperandMap or
+/// getPairPanelOperandMap whose k and n are loop dims (nullopt for any
+/// other map).
 std::optional<PanelOperandMap> matchPanelOperandMap(AffineMap map);
 
 /// B[lead..., k, n .. n + lanes) from the panels `panels` [lead..., P, K, L]
@@ -52,6 +60,12 @@ Value loadPanelVector(OpBuilder &b, Location loc, VectorType type,
 /// read for B[lead..., k, n ..).
 void prefetchPanelVector(OpBuilder &b, Location loc, Value panels,
                          ValueRange lead, Value k, Value n);
+
+/// The pair words of k pair `pair` of columns [n, n + lanes) from bf16 pair
+/// panels `panels` [lead..., P, ceil(K/2), L] of f32 words, as
+/// vector<lanes x i32> (loadPanelVector, bitcast).
+Value loadPairPanelWords(OpBuilder &b, Location loc, int64_t lanes,
+                         Value panels, ValueRange lead, Value pair, Value n);
 
 } // namespace mlir::vmoe
 

@@ -122,7 +122,16 @@ def VMoEVectorizeContractionsPass
     count. A B operand read through a panel map
     `(..., n floordiv L, k, n mod L)` (constant weights stored packed,
     folded from `vmoe.unpack_panels` by convert-vmoe-to-scf) is streamed in
-    place: no packing scratch and no copy on any call. Any other B is
+    place: no packing scratch and no copy on any call. A bf16 pair
+    contraction (B read through `(..., n floordiv L, k floordiv 2, n mod
+    L)` from bf16 pair panels, its body the pair product of
+    vmoe/Codegen/BF16PairContraction.h, folded from `vmoe.unpack_panels
+    {storage = bf16_pairs}`) rounds its A rows to bf16 pairs once per block
+    of rows (a stack scratch of at most 128 KB) and steps over pairs of k:
+    `x86vector.avx512.dot` with `bf16-dot`, else shift + f32 fma; pair
+    contractions it cannot rewrite have their bf16 rounding expanded to
+    integer arithmetic without `bf16-dot` (targets without bf16
+    conversions). Any other B is
     packed per block of 256 x 256 into a `memref.alloca` scratch (between
     `llvm.intr.stacksave` and `llvm.intr.stackrestore`) on the stack of the
     thread computing the block: no heap allocation per call, batch or
@@ -133,7 +142,8 @@ def VMoEVectorizeContractionsPass
     "::mlir::LLVM::LLVMDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",
-    "::mlir::vector::VectorDialect"
+    "::mlir::vector::VectorDialect",
+    "::mlir::x86vector::X86VectorDialect"
   ];
   let options = [
     Option<"lanes", "vector-width", "int64_t", /*default=*/"8",
@@ -146,7 +156,11 @@ def VMoEVectorizeContractionsPass
            "Split the column panels of large contractions across threads">,
     Option<"prefetch", "prefetch", "bool", /*default=*/"false",
            "Contractions reading B in panels prefetch, per k, the next "
-           "column panel's line (MicrokernelShape::prefetch)">
+           "column panel's line (MicrokernelShape::prefetch)">,
+    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
+           "bf16 pair contractions with vdpbf16ps (x86vector.avx512.dot; the "
+           "target has AVX512_BF16, and AVX512VL below 16 lanes) instead of "
+           "shift + f32 fma">
   ];
 }
 

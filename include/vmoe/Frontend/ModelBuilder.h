@@ -45,8 +45,9 @@ struct BuildOptions {
   /// losses as an output (docs/ModelFormat.md "Training graphs").
   bool training = false;
   uint64_t seed = 0;
-  /// Number format of the expert weights: "f32" or "bf16" (panel-packed
-  /// expert kernels stored as bf16 pairs, SPEC §9; docs/ModelFormat.md §5).
+  /// Number format of the weights: "f32" or "bf16" (panel-packed expert
+  /// and dense kernels stored as bf16 pairs, SPEC §9; docs/ModelFormat.md
+  /// §5).
   std::string precision = "f32";
 };
 
@@ -89,7 +90,8 @@ bool isPanelPackedWeight(const ModelDescription &model,
 /// at load into the first words of the tensor's f32 region): with
 /// precision "bf16", the expert kernels w1, w2 of token choice MoE layers
 /// on the CPU target without expert parallelism, when the packed words of
-/// both kernels fit their regions.
+/// both kernels fit their regions, and the dense kernels stored in panel
+/// layout (`*.kernel` [K, N] but the routers, N a multiple of L).
 bool isBF16PanelWeight(const ModelDescription &model,
                        const BuildOptions &options, llvm::StringRef name,
                        llvm::ArrayRef<int64_t> shape);

@@ -355,66 +355,29 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
   }
 
   /// memref<maxRows x ceil(k/2) x i32>: rows [0, rows) of an f32 matrix
-  /// rounded to bf16 pairs, the high half 0 past k; row r is
-  /// source[prefix(r)..., 0 .. k). Vectorized: 2 x lanes values (lanes
-  /// pairs) per step, masked past k.
+  /// rounded to bf16 pairs (BF16PairProducts::roundRowsToPairs); row r is
+  /// source[prefix(r)..., 0 .. k).
   Value
   packRowPairs(OpBuilder &b, Location loc, Value rows, Value maxRows, Value k,
                Value source,
                function_ref<SmallVector<Value>(OpBuilder &, Location, Value)>
                    prefix) const {
-    int64_t lanes = shape.lanes;
-    Value two = indexConst(b, loc, 2);
-    Value words = arith::CeilDivUIOp::create(b, loc, k, two);
+    Value words = arith::CeilDivUIOp::create(b, loc, k, indexConst(b, loc, 2));
     auto type = MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
                                 b.getI32Type());
     Value pairs = memref::AllocOp::create(
         b, loc, type, ValueRange{maxRows, words}, b.getI64IntegerAttr(64));
-    auto valuesType = VectorType::get({2 * lanes}, b.getF32Type());
-    auto maskType = [&](int64_t n) {
-      return VectorType::get({n}, b.getI1Type());
-    };
-    Value step = indexConst(b, loc, lanes);
-    buildLoop(
-        b, loc, rows, {},
-        [&](OpBuilder &b, Location loc, Value row,
-            ValueRange) -> SmallVector<Value> {
-          SmallVector<Value> base = prefix(b, loc, row);
-          scf::ForOp::create(
-              b, loc, indexConst(b, loc, 0), words, step, ValueRange{},
-              [&](OpBuilder &b, Location loc, Value j, ValueRange) {
-                Value first = arith::MulIOp::create(b, loc, j, two);
-                Value left = arith::SubIOp::create(b, loc, k, first);
-                Value valuesMask = vector::CreateMaskOp::create(
-                    b, loc, maskType(2 * lanes), ValueRange{left});
-                Value wordsMask = vector::CreateMaskOp::create(
-                    b, loc, maskType(lanes),
-                    ValueRange{arith::CeilDivUIOp::create(b, loc, left, two)});
-                SmallVector<Value> at = base;
-                at.push_back(first);
-                // Lanes past k read 0: an odd k's last high half.
-                Value values =
-                    loadVector(b, loc, valuesType, source, at, valuesMask);
-                Value packed =
-                    BF16PairProducts{shape.bf16Dot, lanes}.roundToPairs(b, loc,
-                                                                        values);
-                storeVector(b, loc, packed, pairs, {row, j}, wordsMask);
-                scf::YieldOp::create(b, loc);
-              });
-          return {};
-        });
+    BF16PairProducts{shape.bf16Dot, shape.lanes}.roundRowsToPairs(
+        b, loc, pairs, rows, k, source, prefix);
     return pairs;
   }
 
   /// B from the bf16 pair panels `w` of expert `ex`, A from `aPairs`.
   static void setPairLoaders(GemmAccessors &access, Value ex, Value w,
                              Value aPairs, VectorType vectorType) {
-    auto words = panelLoader(ex, w, vectorType);
-    auto intType = VectorType::get(
-        vectorType.getShape(), IntegerType::get(vectorType.getContext(), 32));
+    int64_t lanes = vectorType.getNumElements();
     access.loadBPairs = [=](OpBuilder &b, Location loc, Value pair, Value n) {
-      return Value(
-          vector::BitCastOp::create(b, loc, intType, words(b, loc, pair, n)));
+      return loadPairPanelWords(b, loc, lanes, w, ValueRange{ex}, pair, n);
     };
     access.loadAPair = [=](OpBuilder &b, Location loc, Value row, Value pair) {
       return Value(

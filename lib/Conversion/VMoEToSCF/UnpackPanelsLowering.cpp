@@ -15,15 +15,21 @@
 // linalg.generic over the plain result:
 // result[..., k, n] = panels[..., n floordiv L, k, n mod L]. Expert weights
 // of fused_experts never get here (vmoe-fuse-experts hands the panels to
-// the fused op directly). bf16 pair panels (storage bf16_pairs) are never
-// folded: their copy reads word [..., n floordiv L, k floordiv 2, n mod L]
-// and widens its low (k even) or high (k odd) half to f32.
+// the fused op directly). bf16 pair panels (storage bf16_pairs,
+// `--precision=bf16`) are folded into plain multiply-add contractions the
+// same way, through `(..., n floordiv L, k floordiv 2, n mod L)`, and the
+// contraction's body becomes the bf16 pair product that the microkernel
+// computes (A rounded to bf16, the weight the low or high half of its word:
+// vmoe/Codegen/BF16PairContraction.h); their copy elsewhere reads word
+// [..., n floordiv L, k floordiv 2, n mod L] and widens its low (k even) or
+// high (k odd) half to f32.
 //
 //===----------------------------------------------------------------------===//
 
 #include "LoweringUtils.h"
 #include "Patterns.h"
 
+#include "vmoe/Codegen/BF16PairContraction.h"
 #include "vmoe/Codegen/PanelLayout.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -35,19 +41,22 @@ using namespace mlir;
 using namespace mlir::vmoe;
 using namespace mlir::vmoe::lowering;
 
-/// Whether `use`, an operand of a linalg.generic, is the B operand of a
-/// contraction that can read it from panels of `width` floats: a (k, n)
-/// matrix operand with n the contiguous column dim of the output.
-static bool readsAsPanelB(OpOperand &use, int64_t width, int64_t lanes) {
+/// The reduction dim of the contraction that `use`, an operand of a
+/// linalg.generic, is the B operand of, when it can read it from panels of
+/// `width` floats: a (k, n) matrix operand with n the contiguous column dim
+/// of the output.
+static std::optional<unsigned> panelBReductionDim(OpOperand &use,
+                                                  int64_t width,
+                                                  int64_t lanes) {
   auto op = dyn_cast<linalg::GenericOp>(use.getOwner());
   if (!op || width % lanes != 0 || !op.hasPureTensorSemantics() ||
       op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
       !op.isDpsInput(&use) || !linalg::isaContractionOpInterface(op))
-    return false;
+    return std::nullopt;
   FailureOr<linalg::ContractionDimensions> dims =
       linalg::inferContractionDims(op);
   if (failed(dims) || dims->n.size() != 1 || dims->k.size() != 1)
-    return false;
+    return std::nullopt;
   auto dimAt = [](AffineMap map, unsigned fromBack) {
     return cast<AffineDimExpr>(
                map.getResult(map.getNumResults() - 1 - fromBack))
@@ -56,8 +65,56 @@ static bool readsAsPanelB(OpOperand &use, int64_t width, int64_t lanes) {
   AffineMap map = op.getMatchingIndexingMap(&use);
   AffineMap out = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
   unsigned n = dims->n.front(), k = dims->k.front();
-  return map.getNumResults() >= 2 && dimAt(map, 0) == n &&
-         dimAt(map, 1) == k && dimAt(out, 0) == n;
+  if (map.getNumResults() < 2 || dimAt(map, 0) != n || dimAt(map, 1) != k ||
+      dimAt(out, 0) != n)
+    return std::nullopt;
+  return k;
+}
+
+/// Whether the body of `op` is `acc + x * y` of its two inputs and init,
+/// all f32 (what a bf16 pair contraction may replace).
+static bool isF32MulAddBody(linalg::GenericOp op) {
+  Block &body = *op.getBlock();
+  auto yield = cast<linalg::YieldOp>(body.getTerminator());
+  if (body.getNumArguments() != 3 ||
+      !llvm::all_of(body.getArgumentTypes(),
+                    [](Type type) { return type.isF32(); }))
+    return false;
+  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add)
+    return false;
+  Value acc = body.getArgument(2);
+  Value product = add.getLhs() == acc   ? add.getRhs()
+                  : add.getRhs() == acc ? add.getLhs()
+                                        : Value();
+  auto mul = product ? product.getDefiningOp<arith::MulFOp>() : nullptr;
+  if (!mul)
+    return false;
+  Value x = body.getArgument(0), y = body.getArgument(1);
+  return (mul.getLhs() == x && mul.getRhs() == y) ||
+         (mul.getLhs() == y && mul.getRhs() == x);
+}
+
+/// Reads the B operand `use` of contraction `op` from the bf16 pair panels
+/// `panels` of width `width`: a new linalg.generic whose B is the panels
+/// through the pair panel map and whose body is the bf16 pair product.
+static void foldPairPanels(IRRewriter &rewriter, linalg::GenericOp op,
+                           OpOperand &use, Value panels, int64_t width,
+                           unsigned kDim) {
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  unsigned b = use.getOperandNumber(), a = 1 - b;
+  maps[b] = getPairPanelOperandMap(maps[b], width);
+  SmallVector<Value> inputs = op.getDpsInputs();
+  inputs[b] = panels;
+  rewriter.setInsertionPoint(op);
+  auto folded = linalg::GenericOp::create(
+      rewriter, op.getLoc(), op.getResultTypes(), inputs, op.getDpsInits(),
+      maps, op.getIteratorTypesArray(),
+      [&](OpBuilder &builder, Location loc, ValueRange args) {
+        buildBF16PairContractionBody(builder, loc, args[a], args[b], args[2],
+                                     kDim);
+      });
+  rewriter.replaceOp(op, folded.getResults());
 }
 
 void mlir::vmoe::lowering::foldUnpackPanelsIntoContractions(Operation *root,
@@ -67,14 +124,21 @@ void mlir::vmoe::lowering::foldUnpackPanelsIntoContractions(Operation *root,
   IRRewriter rewriter(root->getContext());
   for (UnpackPanelsOp unpack : unpacks) {
     int64_t width = unpack.getPanels().getType().getShape().back();
-    if (ShapedType::isDynamic(width) ||
-        unpack.getStorage() != PanelStorage::f32)
+    if (ShapedType::isDynamic(width))
       continue;
+    bool pairs = unpack.getStorage() == PanelStorage::bf16_pairs;
     for (OpOperand &use :
          llvm::make_early_inc_range(unpack.getResult().getUses())) {
-      if (!readsAsPanelB(use, width, lanes))
+      std::optional<unsigned> kDim = panelBReductionDim(use, width, lanes);
+      if (!kDim)
         continue;
       auto op = cast<linalg::GenericOp>(use.getOwner());
+      if (pairs) {
+        if (isF32MulAddBody(op) &&
+            llvm::count(op->getOperands(), unpack.getResult()) == 1)
+          foldPairPanels(rewriter, op, use, unpack.getPanels(), width, *kDim);
+        continue;
+      }
       SmallVector<AffineMap> maps = op.getIndexingMapsArray();
       unsigned index = use.getOperandNumber();
       maps[index] = getPanelOperandMap(maps[index], width);
@@ -143,21 +207,12 @@ struct UnpackPanelsOpLowering : OpConversionPattern<UnpackPanelsOp> {
             linalg::YieldOp::create(b, loc, args[0]);
             return;
           }
-          Type i32 = b.getI32Type();
-          Value word = arith::BitcastOp::create(b, loc, i32, args[0]);
           Value kIndex = linalg::IndexOp::create(b, loc, rank - 2);
           Value odd = arith::CmpIOp::create(
               b, loc, arith::CmpIPredicate::ne,
               arith::RemUIOp::create(b, loc, kIndex, indexConst(b, loc, 2)),
               indexConst(b, loc, 0));
-          Value high = arith::AndIOp::create(
-              b, loc, word,
-              arith::ConstantIntOp::create(b, loc, i32,
-                                           static_cast<int32_t>(0xFFFF0000)));
-          Value low = arith::ShLIOp::create(
-              b, loc, word, arith::ConstantIntOp::create(b, loc, i32, 16));
-          Value bits = arith::SelectOp::create(b, loc, odd, high, low);
-          Value value = arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
+          Value value = widenPairHalf(b, loc, args[0], odd);
           linalg::YieldOp::create(b, loc, value);
         });
     rewriter.replaceOp(op, copy.getResult(0));

@@ -12,22 +12,31 @@
 // output, so the rewrite keeps the semantics of `out += a * b`. A B operand
 // in panel layout (constant weights packed once at load; its map ends in
 // `(n floordiv L, k, n mod L)`, vmoe/Codegen/PanelLayout.h) is read in
-// place; any other B is packed into a scratch on every call.
+// place; any other B is packed into a scratch on every call. A bf16 pair
+// contraction (its B bf16 pair panels through `(..., n floordiv L,
+// k floordiv 2, n mod L)`, its body the pair product of
+// vmoe/Codegen/BF16PairContraction.h) rounds its A rows to pairs into a
+// stack scratch per block of rows, then runs the microkernel over pairs of
+// k (BF16Pairs.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "vmoe/Conversion/Passes.h"
 
+#include "vmoe/Codegen/BF16PairContraction.h"
+#include "vmoe/Codegen/BF16Pairs.h"
 #include "vmoe/Codegen/Microkernel.h"
 #include "vmoe/Codegen/PanelLayout.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/DenseMap.h"
 
 namespace mlir::vmoe {
@@ -41,6 +50,10 @@ using namespace mlir::vmoe;
 /// Contractions smaller than this many multiply-adds stay on one thread:
 /// forking costs more than they take.
 static constexpr int64_t kParallelWorkThreshold = 1 << 20;
+
+/// Bytes of the A pair scratch of a bf16 pair contraction: rows are rounded
+/// in blocks of this much (at least one register tile of rows).
+static constexpr int64_t kPairScratchBytes = 128 * 1024;
 
 /// True when the innermost dim of `type` has unit stride.
 static bool hasContiguousRows(MemRefType type) {
@@ -82,11 +95,15 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
     panel = match;
     maps[i] = match->plain;
   }
+  bool pairs = panel && panel->pairs;
   FailureOr<linalg::ContractionDimensions> dims = failure();
   if (!panel) {
     if (!linalg::isaContractionOpInterface(op))
       return failure();
     dims = linalg::inferContractionDims(op);
+  } else if (pairs) {
+    // The body is checked below, once A, B and k are known.
+    dims = linalg::inferContractionDims(maps);
   } else {
     auto mulAdd = [](Operation *mul, Operation *add) {
       return isa<arith::MulFOp>(mul) && isa<arith::AddFOp>(add);
@@ -129,12 +146,19 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
                 cast<AffineDimExpr>(bMap.getResults().drop_back().back())
                         .getPosition() != kDim))
     return failure();
+  // bf16 pairs: the body must be the pair product of A and the pair words,
+  // and A rows contiguous along k (they are rounded to pairs by vectors).
+  if (pairs && (!isBF16PairContractionBody(op, lhs->getOperandNumber(),
+                                           rhs->getOperandNumber(), kDim) ||
+                lastDim(aMap) != kDim))
+    return failure();
   auto aType = dyn_cast<MemRefType>(lhs->get().getType());
   auto bType = dyn_cast<MemRefType>(rhs->get().getType());
   auto cType = dyn_cast<MemRefType>(out->get().getType());
   if (!aType || !bType || !cType || !hasContiguousRows(bType) ||
       !hasContiguousRows(cType) || !cType.getElementType().isF32() ||
       !aType.getElementType().isF32() || !bType.getElementType().isF32() ||
+      (pairs && !hasContiguousRows(aType)) ||
       (bInPanels && bType.isDynamicDim(bType.getRank() - 1)))
     return failure();
 
@@ -184,6 +208,87 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
   bool parallelBatches = parallel && large && !outerDims.empty() &&
                          (ShapedType::isDynamic(batches) || batches >= 2);
   bool parallelPanels = parallel && large && !parallelBatches;
+
+  // bf16 pairs: per block of rows, the A rows rounded to pair words in a
+  // stack scratch (stacksave / alloca / stackrestore, as the packing
+  // scratch), then the GEMM of the block over pairs of k, B's words read
+  // from the panels in place and C's rows offset by the block's first.
+  int64_t staticK = staticSizes[kDim];
+  int64_t staticWords =
+      ShapedType::isDynamic(staticK) ? ShapedType::kDynamic : (staticK + 1) / 2;
+  int64_t blockRows =
+      ShapedType::isDynamic(staticWords)
+          ? 8 * shape.rows
+          : std::max<int64_t>(1, kPairScratchBytes / 4 / staticWords /
+                                     shape.rows) *
+                shape.rows;
+  auto pairGemm = [&](OpBuilder &b, Location loc, const GemmAccessors &plain,
+                      const DenseMap<unsigned, Value> &ivs) {
+    auto index = [&](int64_t v) {
+      return Value(arith::ConstantIndexOp::create(b, loc, v));
+    };
+    Value m = size(rowDim), n = size(nDim), k = size(kDim);
+    Value words = arith::CeilDivUIOp::create(b, loc, k, index(2));
+    scf::ForOp::create(
+        b, loc, index(0), m, index(blockRows), ValueRange{},
+        [&](OpBuilder &b, Location loc, Value r0, ValueRange) {
+          Value rows = arith::MinSIOp::create(
+              b, loc, index(blockRows), arith::SubIOp::create(b, loc, m, r0));
+          Value stack = LLVM::StackSaveOp::create(
+              b, loc, LLVM::LLVMPointerType::get(b.getContext()));
+          auto scratchType =
+              MemRefType::get({blockRows, staticWords}, b.getI32Type());
+          SmallVector<Value> dynamicSizes;
+          if (ShapedType::isDynamic(staticWords))
+            dynamicSizes.push_back(words);
+          Value aPairs = memref::AllocaOp::create(b, loc, scratchType,
+                                                  dynamicSizes,
+                                                  b.getI64IntegerAttr(64));
+          auto shifted = [&](OpBuilder &b, Location loc, Value row) {
+            return Value(arith::AddIOp::create(b, loc, r0, row));
+          };
+          BF16PairProducts products{shape.bf16Dot, shape.lanes};
+          products.roundRowsToPairs(
+              b, loc, aPairs, rows, k, a,
+              [&](OpBuilder &b, Location loc, Value row) {
+                DenseMap<unsigned, Value> at = ivs;
+                at[rowDim] = shifted(b, loc, row);
+                at[kDim] = arith::ConstantIndexOp::create(b, loc, 0);
+                SmallVector<Value> indices = operandIndices(aMap, at);
+                indices.pop_back(); // k, the last (contiguous) dim.
+                return indices;
+              });
+          GemmAccessors access = plain;
+          access.loadA = nullptr;
+          access.loadB = nullptr;
+          access.loadBPairs = [&](OpBuilder &b, Location loc, Value pair,
+                                  Value n) {
+            SmallVector<Value> lead = operandIndices(bMap, ivs);
+            lead.resize(lead.size() - 2); // Leading dims only.
+            return loadPairPanelWords(b, loc, shape.lanes, bMem, lead, pair,
+                                      n);
+          };
+          access.loadAPair = [&](OpBuilder &b, Location loc, Value row,
+                                 Value pair) {
+            return Value(memref::LoadOp::create(b, loc, aPairs,
+                                                ValueRange{row, pair}));
+          };
+          access.initC = [&](OpBuilder &b, Location loc, Value row, Value n,
+                             Value mask) {
+            return plain.initC(b, loc, shifted(b, loc, row), n, mask);
+          };
+          access.storeC = [&](OpBuilder &b, Location loc, Value row, Value n,
+                              Value acc, Value mask) {
+            plain.storeC(b, loc, shifted(b, loc, row), n, acc, mask);
+          };
+          access.loadPartial = access.initC;
+          access.storePartial = access.storeC;
+          emitGemm(b, loc, rows, n, k, staticN, shape, access,
+                   /*scratch=*/Value(), parallelPanels);
+          LLVM::StackRestoreOp::create(b, loc, stack);
+          scf::YieldOp::create(b, loc);
+        });
+  };
 
   std::function<void(OpBuilder &, Location, unsigned,
                      DenseMap<unsigned, Value> &)>
@@ -266,6 +371,10 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
         // C holds its own partial sums between blocks of k.
         access.loadPartial = access.initC;
         access.storePartial = access.storeC;
+        if (pairs) {
+          pairGemm(b, loc, access, ivs);
+          return;
+        }
         // After bufferization: the packing scratch goes on the stack.
         emitGemm(b, loc, size(rowDim), size(nDim), size(kDim), staticN, shape,
                  access, /*scratch=*/Value(), parallelPanels);
@@ -290,14 +399,37 @@ struct VMoEVectorizeContractionsPass
           "tile-vectors must be >= 1");
       return signalPassFailure();
     }
-    MicrokernelShape shape{tileRows, tileVectors, lanes};
+    // vdpbf16ps exists for 4, 8 and 16 f32 lanes; the pair GEMMs step
+    // over k pairs within blocks of k that start at even k.
+    bool dot = bf16Dot && (lanes == 4 || lanes == 8 || lanes == 16);
+    MicrokernelShape shape{tileRows, tileVectors, lanes, dot};
     shape.prefetch = prefetch;
     SmallVector<linalg::GenericOp> candidates;
     getOperation().walk(
         [&](linalg::GenericOp op) { candidates.push_back(op); });
     IRRewriter rewriter(&getContext());
-    for (linalg::GenericOp op : candidates)
-      (void)vectorizeContraction(rewriter, op, shape, parallel);
+    SmallVector<Operation *> leftRounding;
+    for (linalg::GenericOp op : candidates) {
+      if (succeeded(vectorizeContraction(rewriter, op, shape, parallel)))
+        continue;
+      op.getBlock()->walk([&](arith::TruncFOp trunc) {
+        if (getElementTypeOrSelf(trunc.getType()).isBF16())
+          leftRounding.push_back(trunc);
+      });
+    }
+    // Pair contractions left for convert-linalg-to-loops round A with
+    // arith.truncf to bf16, which targets without bf16 conversions would
+    // call a runtime function for: integer arithmetic instead.
+    if (dot || leftRounding.empty())
+      return;
+    RewritePatternSet patterns(&getContext());
+    arith::populateExpandBFloat16Patterns(patterns);
+    SmallVector<Operation *> extensions;
+    for (Operation *trunc : leftRounding)
+      for (Operation *user : trunc->getUsers())
+        extensions.push_back(user);
+    leftRounding.append(extensions);
+    (void)applyOpPatternsGreedily(leftRounding, std::move(patterns));
   }
 };
 

@@ -892,7 +892,13 @@ def VMoE_UnpackPanelsOp : VMoE_Op<"unpack_panels", [Pure,
     its high 16 bits (zero past K), so panels are `... x P x ceil(K/2) x L`
     and `result[..., k, n]` is the f32 value of that bf16 (its bits shifted
     left by 16). The runtime writes this layout from f32 weights at load
-    (round to nearest even; docs/ModelFormat.md §5).
+    (round to nearest even; docs/ModelFormat.md §5). `vmoe-fuse-experts`
+    hands such expert panels to `vmoe.fused_experts` (`weight_storage`),
+    and convert-vmoe-to-scf folds the op into plain multiply-add
+    contractions that read it as B, through `panels[..., n floordiv L,
+    k floordiv 2, n mod L]`, their body becoming the bf16 pair product
+    (row value rounded to bf16, times the word's low or high half:
+    vmoe/Codegen/BF16PairContraction.h).
 
     Rules: unpack_panels-C1 (panels rank >= 3, result rank one less, same
     leading dims and K), unpack_panels-C2 (`(P - 1) * L < N <= P * L` for P

@@ -1,0 +1,139 @@
+// RUN: vmoe-opt %s -split-input-file \
+// RUN:   -vmoe-vectorize-contractions="vector-width=16 tile-rows=8 tile-vectors=3 bf16-dot=true" \
+// RUN:   | FileCheck %s --check-prefix=DOT
+// RUN: vmoe-opt %s -split-input-file -vmoe-vectorize-contractions | FileCheck %s --check-prefix=SHIFT
+
+// A bf16 pair contraction (a dense kernel stored as bf16 pair panels,
+// folded by convert-vmoe-to-scf): per block of rows, the A rows are rounded
+// to pair words into a stack scratch (memref<R x ceil(K/2) x i32>, R rows
+// of at most 128 KB), then the microkernel steps over pairs of k, reading
+// B's words from the panels in place: vdpbf16ps with bf16-dot, else the
+// even k (shli 16) and odd k (andi 0xffff0000) as f32 fmas. No packing
+// scratch of B, no heap allocation, and the linalg.generic is gone.
+// DOT-LABEL: func.func @dense_bf16_pairs
+// DOT-NOT: linalg.generic
+// DOT-NOT: memref.alloc(
+// DOT: llvm.intr.stacksave
+// DOT: memref.alloca() {alignment = 64 : i64} : memref<{{[0-9]+}}x16xi32>
+// DOT: vector.maskedload %{{.*}} : memref<40x32xf32>, vector<32xi1>, vector<32xf32> into vector<32xf32>
+// DOT: arith.truncf %{{.*}} : vector<32xf32> to vector<32xbf16>
+// DOT: vector.maskedstore %{{.*}} : memref<{{[0-9]+}}x16xi32>, vector<16xi1>, vector<16xi32>
+// DOT: vector.load %{{.*}} : memref<3x16x16xf32>, vector<16xf32>
+// DOT: vector.bitcast %{{.*}} : vector<16xf32> to vector<16xi32>
+// DOT: memref.load %{{.*}} : memref<{{[0-9]+}}x16xi32>
+// DOT: x86vector.avx512.dot %{{.*}}, %{{.*}}, %{{.*}} : vector<32xbf16> -> vector<16xf32>
+// DOT-NOT: vector.fma
+// DOT: llvm.intr.stackrestore
+// DOT-NOT: linalg.generic
+// DOT: return
+// SHIFT-LABEL: func.func @dense_bf16_pairs
+// SHIFT-NOT: x86vector
+// SHIFT-NOT: arith.truncf
+// SHIFT: memref.alloca() {alignment = 64 : i64} : memref<{{[0-9]+}}x16xi32>
+// SHIFT: vector.load %{{.*}} : memref<3x16x16xf32>, vector<8xf32>
+// SHIFT: %[[WORDS:.*]] = vector.bitcast %{{.*}} : vector<8xf32> to vector<8xi32>
+// SHIFT: arith.shli %[[WORDS]], %{{.*}} : vector<8xi32>
+// SHIFT: arith.andi %[[WORDS]], %{{.*}} : vector<8xi32>
+// SHIFT: vector.fma
+// SHIFT-NOT: x86vector
+// SHIFT-NOT: linalg.generic
+// SHIFT: return
+#mk = affine_map<(m, k, n) -> (m, k)>
+#pairs = affine_map<(m, k, n) -> (n floordiv 16, k floordiv 2, n mod 16)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+func.func @dense_bf16_pairs(%a: memref<40x32xf32>, %p: memref<3x16x16xf32>, %c: memref<40x48xf32>) {
+  linalg.generic {indexing_maps = [#mk, #pairs, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %p : memref<40x32xf32>, memref<3x16x16xf32>) outs(%c : memref<40x48xf32>) {
+  ^bb0(%x: f32, %word: f32, %acc: f32):
+    %k = linalg.index 1 : index
+    %c2 = arith.constant 2 : index
+    %rem = arith.remui %k, %c2 : index
+    %c0 = arith.constant 0 : index
+    %odd = arith.cmpi ne, %rem, %c0 : index
+    %bits = arith.bitcast %word : f32 to i32
+    %mask = arith.constant -65536 : i32
+    %high = arith.andi %bits, %mask : i32
+    %c16 = arith.constant 16 : i32
+    %low = arith.shli %bits, %c16 : i32
+    %half = arith.select %odd, %high, %low : i32
+    %w = arith.bitcast %half : i32 to f32
+    %t = arith.truncf %x : f32 to bf16
+    %r = arith.extf %t : bf16 to f32
+    %m = arith.mulf %r, %w : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+/// Blocks of rows: K = 1536 (768 words, 3 KB a row) gives blocks of 42
+/// rows (SHIFT, tile rows 6) or 40 (DOT, tile rows 8) within 128 KB.
+// DOT-LABEL: func.func @dense_bf16_pairs_row_blocks
+// DOT: %[[R:.*]] = arith.constant 40 : index
+// DOT: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %[[R]]
+// DOT: memref.alloca() {alignment = 64 : i64} : memref<40x768xi32>
+// SHIFT-LABEL: func.func @dense_bf16_pairs_row_blocks
+// SHIFT: memref.alloca() {alignment = 64 : i64} : memref<42x768xi32>
+#mk = affine_map<(m, k, n) -> (m, k)>
+#pairs = affine_map<(m, k, n) -> (n floordiv 16, k floordiv 2, n mod 16)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+func.func @dense_bf16_pairs_row_blocks(%a: memref<100x1536xf32>, %p: memref<1x768x16xf32>, %c: memref<100x16xf32>) {
+  linalg.generic {indexing_maps = [#mk, #pairs, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %p : memref<100x1536xf32>, memref<1x768x16xf32>) outs(%c : memref<100x16xf32>) {
+  ^bb0(%x: f32, %word: f32, %acc: f32):
+    %k = linalg.index 1 : index
+    %c2 = arith.constant 2 : index
+    %rem = arith.remui %k, %c2 : index
+    %c0 = arith.constant 0 : index
+    %odd = arith.cmpi ne, %rem, %c0 : index
+    %bits = arith.bitcast %word : f32 to i32
+    %mask = arith.constant -65536 : i32
+    %high = arith.andi %bits, %mask : i32
+    %c16 = arith.constant 16 : i32
+    %low = arith.shli %bits, %c16 : i32
+    %half = arith.select %odd, %high, %low : i32
+    %w = arith.bitcast %half : i32 to f32
+    %t = arith.truncf %x : f32 to bf16
+    %r = arith.extf %t : bf16 to f32
+    %m = arith.mulf %r, %w : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+/// A pair panel map whose body is not the pair product (here the word's
+/// bits taken as the weight, no halves): left for convert-linalg-to-loops,
+/// never read as pairs. Without bf16-dot (SHIFT) the bf16 rounding of a
+/// pair contraction that stays is expanded to integer arithmetic (no
+/// arith.truncf left for targets without bf16 conversions); with it (DOT)
+/// truncf stays (vcvtneps2bf16).
+// DOT-LABEL: func.func @negative_pair_map_other_body
+// DOT: linalg.generic
+// DOT: arith.truncf %{{.*}} : f32 to bf16
+// DOT-NOT: x86vector
+// DOT: return
+// SHIFT-LABEL: func.func @negative_pair_map_other_body
+// SHIFT: linalg.generic
+// SHIFT-NOT: arith.truncf
+// SHIFT-NOT: vector.fma
+// SHIFT: return
+#mk = affine_map<(m, k, n) -> (m, k)>
+#pairs = affine_map<(m, k, n) -> (n floordiv 16, k floordiv 2, n mod 16)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+func.func @negative_pair_map_other_body(%a: memref<8x32xf32>, %p: memref<3x16x16xf32>, %c: memref<8x48xf32>) {
+  linalg.generic {indexing_maps = [#mk, #pairs, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %p : memref<8x32xf32>, memref<3x16x16xf32>) outs(%c : memref<8x48xf32>) {
+  ^bb0(%x: f32, %word: f32, %acc: f32):
+    %t = arith.truncf %x : f32 to bf16
+    %r = arith.extf %t : bf16 to f32
+    %m = arith.mulf %r, %word : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
