@@ -97,9 +97,10 @@ cl::opt<unsigned> vectorWidth(
     cl::init(0), cl::cat(category));
 cl::opt<std::string> precision(
     "precision",
-    cl::desc("Number format of the expert weights: f32 (default) or bf16 "
-             "(stored as bf16, products accumulated in f32 with vdpbf16ps "
-             "where the target has AVX512_BF16; routing stays f32)"),
+    cl::desc("Number format of the weights: f32 (default) or bf16 (token "
+             "choice expert kernels and panel-packed dense kernels stored "
+             "as bf16, products accumulated in f32 with vdpbf16ps where the "
+             "target has AVX512_BF16; routing stays f32)"),
     cl::init("f32"), cl::cat(category));
 cl::opt<bool> parallel("parallel",
                        cl::desc("Parallel loops on OpenMP threads (default)"),
