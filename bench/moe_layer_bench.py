@@ -1,7 +1,7 @@
 """Benchmark of one V-MoE layer: compiled vmoe code against PyTorch eager.
 
     /usr/bin/python3 bench/moe_layer_bench.py [--vmoe-opt build/bin/vmoe-opt]
-        [--repeats N] [--threads 1,2] [--sizes s32-g1,s32-g4,b-g1]
+        [--repeats N] [--threads 1,2] [--sizes s32-g1,s32-g4,s32-t1600,b-g1]
         [--json bench/results.json] [--quick] [--workdir DIR]
 
 The layer (SPEC section 3): route (softmax, then top-2), bpr_sort (BPR, max
