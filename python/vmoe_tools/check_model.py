@@ -112,12 +112,23 @@ def routing_margin(net, images, batch, capacity_ratio, padding,
                 if valid is None:
                     valid = torch.ones(gates.shape[:2], dtype=torch.bool)
                 if layer["routing"] == "expert_choice":
-                    # Each expert ranks the valid tokens of its group.
+                    # Each expert ranks the valid tokens of its group. Two
+                    # padding tokens next to each other in a ranking may
+                    # swap freely: identical black images give gates that
+                    # differ in the last bits on some hosts (AVX2 torch),
+                    # and which of them an expert takes changes neither the
+                    # real images' logits nor the counts.
+                    per_image = gates.shape[0] * gates.shape[1] // batch
+                    token = torch.arange(gates.shape[0] * gates.shape[1])
+                    real_token = (token // per_image < real).reshape(
+                        gates.shape[:2])
                     for g in range(gates.shape[0]):
-                        col = torch.sort(gates[g][valid[g]], 0,
-                                         descending=True).values
-                        margin = min(margin,
-                                     _smallest_gap(col[:-1] - col[1:]))
+                        col, order = torch.sort(gates[g][valid[g]], 0,
+                                                descending=True)
+                        real_rank = real_token[g][valid[g]][order]
+                        either = real_rank[:-1] | real_rank[1:]
+                        gap = col[:-1] - col[1:]
+                        margin = min(margin, _smallest_gap(gap[either]))
                     continue
                 top = torch.sort(gates, -1, descending=True).values
                 depth = min(k + 1, gates.shape[-1])
