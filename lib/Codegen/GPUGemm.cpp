@@ -6,6 +6,8 @@
 
 #include "vmoe/Codegen/GPUGemm.h"
 
+#include "GPUGemmStaging.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -14,6 +16,7 @@
 
 using namespace mlir;
 using namespace mlir::vmoe;
+using gpugemm::lessThan;
 
 namespace {
 
@@ -21,26 +24,16 @@ namespace {
 /// thread, 16 values of k per shared-memory stage. Thread (ty, tx) owns rows
 /// ty + 16 i and columns tx + 16 j of the tile: a warp (two values of ty)
 /// reads 16 consecutive B columns (16 banks; the other ty reads the same
-/// ones, a broadcast) and two A rows 16 floats apart (two banks, each a
-/// broadcast), so the shared-memory reads have no bank conflicts, and the
-/// stores of C are coalesced along rows.
+/// ones, a broadcast) and two A rows (two banks, each a broadcast), so the
+/// shared-memory reads have no bank conflicts, and the stores of C are
+/// coalesced along rows. A tile staged along its rows (A row-contiguous)
+/// has rows of 17 floats and a B tile staged along k rows of 65, so that
+/// the column-wise stores of the staging hit distinct banks.
 constexpr int64_t kTile = 64, kThreads = 16, kMicro = 4, kStep = 16;
 constexpr int64_t kBlockThreads = kThreads * kThreads;
-/// Largest grid z of a launch.
-constexpr int64_t kMaxGridZ = 65535;
 
 Value cst(OpBuilder &b, Location loc, int64_t v) {
-  return arith::ConstantIndexOp::create(b, loc, v);
-}
-
-/// `v` if `ok`, else 0.0 (loaded from a clamped, always valid index).
-Value zeroUnless(OpBuilder &b, Location loc, Value ok, Value v) {
-  return arith::SelectOp::create(
-      b, loc, ok, v, arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0)));
-}
-
-Value lessThan(OpBuilder &b, Location loc, Value a, Value c) {
-  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, a, c);
+  return gpugemm::indexConstant(b, loc, v);
 }
 
 } // namespace
@@ -49,21 +42,18 @@ void mlir::vmoe::emitGPUGemm(OpBuilder &b, Location loc, Value batches,
                              Value m, Value n, Value k,
                              const GPUGemmAccessors &access) {
   Value tile = cst(b, loc, kTile);
-  Value gridX = arith::CeilDivSIOp::create(b, loc, n, tile);
-  Value gridY = arith::CeilDivSIOp::create(b, loc, m, tile);
+  gpugemm::GemmGrid grid = gpugemm::gemmGrid(b, loc, kTile, batches, m, n);
   Value threads = cst(b, loc, kThreads), one = cst(b, loc, 1);
   auto shared = gpu::AddressSpaceAttr::get(b.getContext(),
                                            gpu::AddressSpace::Workgroup);
+  int64_t aStride = access.aKContiguous ? kStep : kStep + 1;
+  int64_t bStride = access.bKContiguous ? kTile + 1 : kTile;
   auto aTileType =
-      MemRefType::get({kTile, kStep}, b.getF32Type(), AffineMap(), shared);
+      MemRefType::get({kTile, aStride}, b.getF32Type(), AffineMap(), shared);
   auto bTileType =
-      MemRefType::get({kStep, kTile}, b.getF32Type(), AffineMap(), shared);
-  // Grid z is limited to 65,535: larger batch counts loop.
-  Value gridZ = arith::MinSIOp::create(
-      b, loc, arith::MaxSIOp::create(b, loc, batches, one),
-      cst(b, loc, kMaxGridZ));
+      MemRefType::get({kStep, bStride}, b.getF32Type(), AffineMap(), shared);
   auto launch = gpu::LaunchOp::create(
-      b, loc, gridX, gridY, gridZ, threads, threads, one,
+      b, loc, grid.x, grid.y, grid.z, threads, threads, one,
       /*dynamicSharedMemorySize=*/nullptr, /*asyncTokenType=*/nullptr,
       /*asyncDependencies=*/{}, TypeRange{aTileType, bTileType});
 
@@ -73,57 +63,49 @@ void mlir::vmoe::emitGPUGemm(OpBuilder &b, Location loc, Value batches,
   Value aTile = launch.getWorkgroupAttributions()[0];
   Value bTile = launch.getWorkgroupAttributions()[1];
   Value colBase = arith::MulIOp::create(b, loc, launch.getBlockIds().x, tile);
-  Value rowBase = arith::MulIOp::create(b, loc, launch.getBlockIds().y, tile);
   Value tx = launch.getThreadIds().x, ty = launch.getThreadIds().y;
   Value tid = arith::AddIOp::create(
       b, loc, arith::MulIOp::create(b, loc, ty, threads), tx);
-  auto batchLoop = scf::ForOp::create(b, loc, launch.getBlockIds().z, batches,
-                                      launch.getGridSize().z);
-  b.setInsertionPointToStart(batchLoop.getBody());
-  Value batch = batchLoop.getInductionVar();
+  // Grid y and z are capped at 65,535: the rest of the row tiles and batch
+  // entries loop.
+  gpugemm::TileLoops tiles =
+      gpugemm::openTileLoops(b, loc, launch, kTile, batches, m);
+  Value batch = tiles.batch, rowBase = tiles.rowBase;
   Value rows = access.rowCount(b, loc, batch);
 
   // Blocks past the filled rows of their batch entry do nothing (the
   // condition is uniform in the block, so the barriers inside are safe).
   scf::IfOp::create(b, loc, lessThan(b, loc, rowBase, rows),
                     [&](OpBuilder &b, Location loc) {
-    Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
-    Value lastRow = arith::SubIOp::create(b, loc, rows, one);
-    Value lastK = arith::SubIOp::create(b, loc, k, one);
-    Value lastCol = arith::SubIOp::create(b, loc, n, one);
-    SmallVector<Value> init(kMicro * kMicro, zero);
+    SmallVector<Value> init;
+    for (int64_t i = 0; i < kMicro; ++i)
+      for (int64_t j = 0; j < kMicro; ++j)
+        init.push_back(gpugemm::initialAccumulator(
+            b, loc, access, batch,
+            arith::AddIOp::create(
+                b, loc, rowBase,
+                arith::AddIOp::create(b, loc, ty, cst(b, loc, i * kThreads))),
+            arith::AddIOp::create(
+                b, loc, colBase,
+                arith::AddIOp::create(b, loc, tx, cst(b, loc, j * kThreads))),
+            rows, n));
     auto stages = scf::ForOp::create(
         b, loc, cst(b, loc, 0), k, cst(b, loc, kStep), init,
         [&](OpBuilder &b, Location loc, Value k0, ValueRange acc) {
           // Stage A[rowBase .. +64, k0 .. +16] and B[k0 .. +16, colBase ..
           // +64]: 1024 values each, 4 per thread.
-          for (int64_t l = 0; l < kTile * kStep / kBlockThreads; ++l) {
-            Value idx = arith::AddIOp::create(
-                b, loc, tid, cst(b, loc, l * kBlockThreads));
-            Value r = arith::DivUIOp::create(b, loc, idx, cst(b, loc, kStep));
-            Value c = arith::RemUIOp::create(b, loc, idx, cst(b, loc, kStep));
-            Value row = arith::AddIOp::create(b, loc, rowBase, r);
-            Value kk = arith::AddIOp::create(b, loc, k0, c);
-            Value ok = arith::AndIOp::create(b, loc, lessThan(b, loc, row, rows),
-                                             lessThan(b, loc, kk, k));
-            Value v = access.loadA(
-                b, loc, batch, arith::MinSIOp::create(b, loc, row, lastRow),
-                arith::MinSIOp::create(b, loc, kk, lastK));
-            memref::StoreOp::create(b, loc, zeroUnless(b, loc, ok, v), aTile,
-                                    ValueRange{r, c});
-
-            Value br = arith::DivUIOp::create(b, loc, idx, tile);
-            Value bc = arith::RemUIOp::create(b, loc, idx, tile);
-            Value bk = arith::AddIOp::create(b, loc, k0, br);
-            Value col = arith::AddIOp::create(b, loc, colBase, bc);
-            Value bOk = arith::AndIOp::create(
-                b, loc, lessThan(b, loc, bk, k), lessThan(b, loc, col, n));
-            Value w = access.loadB(
-                b, loc, batch, arith::MinSIOp::create(b, loc, bk, lastK),
-                arith::MinSIOp::create(b, loc, col, lastCol));
-            memref::StoreOp::create(b, loc, zeroUnless(b, loc, bOk, w), bTile,
-                                    ValueRange{br, bc});
-          }
+          gpugemm::stageTile(b, loc, tid, kBlockThreads, aTile, kTile, kStep,
+                            access.aKContiguous, rowBase, k0, rows, k,
+                            [&](OpBuilder &b, Location loc, Value r,
+                                Value c) {
+                              return access.elementA(b, loc, batch, r, c);
+                            });
+          gpugemm::stageTile(b, loc, tid, kBlockThreads, bTile, kStep, kTile,
+                            !access.bKContiguous, k0, colBase, k, n,
+                            [&](OpBuilder &b, Location loc, Value r,
+                                Value c) {
+                              return access.elementB(b, loc, batch, r, c);
+                            });
           gpu::BarrierOp::create(b, loc);
           auto inner = scf::ForOp::create(
               b, loc, cst(b, loc, 0), cst(b, loc, kStep), one, acc,
@@ -168,6 +150,6 @@ void mlir::vmoe::emitGPUGemm(OpBuilder &b, Location loc, Value batches,
     }
     scf::YieldOp::create(b, loc);
   });
-  b.setInsertionPointAfter(batchLoop);
+  b.setInsertionPointAfter(tiles.outer);
   gpu::TerminatorOp::create(b, loc);
 }

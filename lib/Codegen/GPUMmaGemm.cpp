@@ -37,6 +37,8 @@
 
 #include "vmoe/Codegen/GPUGemm.h"
 
+#include "GPUGemmStaging.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -46,6 +48,7 @@
 
 using namespace mlir;
 using namespace mlir::vmoe;
+using gpugemm::lessThan;
 
 namespace {
 
@@ -53,21 +56,15 @@ constexpr int64_t kTile = 64, kStep = 16, kWarps = 4, kWarpSize = 32;
 constexpr int64_t kBlockThreads = kWarps * kWarpSize;
 /// mma tiles per warp: 2 (M) x 4 (N) of 16 x 8.
 constexpr int64_t kTilesM = 2, kTilesN = 4;
-constexpr int64_t kAccumulators = kTilesM * kTilesN * 4;
 /// Shared-memory row strides (floats), see the file comment.
 constexpr int64_t kAStride = 20, kBStrideTF32 = 72, kBStrideBF16 = 68;
-constexpr int64_t kMaxGridZ = 65535;
 
 Value cst(OpBuilder &b, Location loc, int64_t v) {
-  return arith::ConstantIndexOp::create(b, loc, v);
+  return gpugemm::indexConstant(b, loc, v);
 }
 
 Value add(OpBuilder &b, Location loc, Value x, int64_t v) {
   return v == 0 ? x : Value(arith::AddIOp::create(b, loc, x, cst(b, loc, v)));
-}
-
-Value lessThan(OpBuilder &b, Location loc, Value a, Value c) {
-  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, a, c);
 }
 
 /// The TF32 bits of `x`: round to nearest (ties away from zero) to 10
@@ -116,11 +113,7 @@ void mlir::vmoe::emitGPUMmaGemm(OpBuilder &b, Location loc, Value batches,
   bool tf32 = mma == GPUMma::TF32;
   int64_t bStride = tf32 ? kBStrideTF32 : kBStrideBF16;
   Value tile = cst(b, loc, kTile), one = cst(b, loc, 1);
-  Value gridX = arith::CeilDivSIOp::create(b, loc, n, tile);
-  Value gridY = arith::CeilDivSIOp::create(b, loc, m, tile);
-  Value gridZ = arith::MinSIOp::create(
-      b, loc, arith::MaxSIOp::create(b, loc, batches, one),
-      cst(b, loc, kMaxGridZ));
+  gpugemm::GemmGrid grid = gpugemm::gemmGrid(b, loc, kTile, batches, m, n);
   auto shared = gpu::AddressSpaceAttr::get(b.getContext(),
                                            gpu::AddressSpace::Workgroup);
   auto aTileType =
@@ -128,7 +121,7 @@ void mlir::vmoe::emitGPUMmaGemm(OpBuilder &b, Location loc, Value batches,
   auto bTileType =
       MemRefType::get({kStep, bStride}, b.getF32Type(), AffineMap(), shared);
   auto launch = gpu::LaunchOp::create(
-      b, loc, gridX, gridY, gridZ, cst(b, loc, kBlockThreads), one, one,
+      b, loc, grid.x, grid.y, grid.z, cst(b, loc, kBlockThreads), one, one,
       /*dynamicSharedMemorySize=*/nullptr, /*asyncTokenType=*/nullptr,
       /*asyncDependencies=*/{}, TypeRange{aTileType, bTileType});
 
@@ -137,7 +130,6 @@ void mlir::vmoe::emitGPUMmaGemm(OpBuilder &b, Location loc, Value batches,
   Value aTile = launch.getWorkgroupAttributions()[0];
   Value bTile = launch.getWorkgroupAttributions()[1];
   Value colBase = arith::MulIOp::create(b, loc, launch.getBlockIds().x, tile);
-  Value rowBase = arith::MulIOp::create(b, loc, launch.getBlockIds().y, tile);
   Value tid = launch.getThreadIds().x;
   Value warp = arith::DivUIOp::create(b, loc, tid, cst(b, loc, kWarpSize));
   Value lane = arith::RemUIOp::create(b, loc, tid, cst(b, loc, kWarpSize));
@@ -151,55 +143,55 @@ void mlir::vmoe::emitGPUMmaGemm(OpBuilder &b, Location loc, Value batches,
       cst(b, loc, 32));
   Value t2 = arith::MulIOp::create(b, loc, t, cst(b, loc, 2));
 
-  auto batchLoop = scf::ForOp::create(b, loc, launch.getBlockIds().z, batches,
-                                      launch.getGridSize().z);
-  b.setInsertionPointToStart(batchLoop.getBody());
-  Value batch = batchLoop.getInductionVar();
+  // Grid y and z are capped at 65,535: the rest of the row tiles and batch
+  // entries loop.
+  gpugemm::TileLoops tiles =
+      gpugemm::openTileLoops(b, loc, launch, kTile, batches, m);
+  Value batch = tiles.batch, rowBase = tiles.rowBase;
   Value rows = access.rowCount(b, loc, batch);
 
   // Blocks past the filled rows of their batch entry do nothing (uniform in
   // the block: the barriers inside are safe).
   scf::IfOp::create(b, loc, lessThan(b, loc, rowBase, rows),
                     [&](OpBuilder &b, Location loc) {
-    Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
-    Value lastRow = arith::SubIOp::create(b, loc, rows, one);
-    Value lastK = arith::SubIOp::create(b, loc, k, one);
-    Value lastCol = arith::SubIOp::create(b, loc, n, one);
-    SmallVector<Value> init(kAccumulators, zero);
+    // Accumulator e of mma tile (mi, ni) holds C[row, col] of the epilogue.
+    auto rowOf = [&](OpBuilder &b, Location loc, int64_t mi, int64_t e) {
+      return Value(arith::AddIOp::create(
+          b, loc, rowBase,
+          arith::AddIOp::create(
+              b, loc, add(b, loc, warpRow, mi * 16 + 8 * (e / 2)), g)));
+    };
+    auto colOf = [&](OpBuilder &b, Location loc, int64_t ni, int64_t e) {
+      return Value(arith::AddIOp::create(
+          b, loc, colBase,
+          arith::AddIOp::create(b, loc, add(b, loc, warpCol, ni * 8 + e % 2),
+                                t2)));
+    };
+    SmallVector<Value> init;
+    for (int64_t mi = 0; mi < kTilesM; ++mi)
+      for (int64_t ni = 0; ni < kTilesN; ++ni)
+        for (int64_t e = 0; e < 4; ++e)
+          init.push_back(gpugemm::initialAccumulator(
+              b, loc, access, batch, rowOf(b, loc, mi, e),
+              colOf(b, loc, ni, e), rows, n));
     auto stages = scf::ForOp::create(
         b, loc, cst(b, loc, 0), k, cst(b, loc, kStep), init,
         [&](OpBuilder &b, Location loc, Value k0, ValueRange acc) {
           // Stage A[rowBase .. +64, k0 .. +16] and B[k0 .. +16, colBase ..
-          // +64], 8 values of each per thread; A rows along k (16 threads a
-          // row), B rows along n (coalesced).
-          for (int64_t l = 0; l < kTile * kStep / kBlockThreads; ++l) {
-            Value idx = add(b, loc, tid, l * kBlockThreads);
-            Value r = arith::DivUIOp::create(b, loc, idx, cst(b, loc, kStep));
-            Value c = arith::RemUIOp::create(b, loc, idx, cst(b, loc, kStep));
-            Value row = arith::AddIOp::create(b, loc, rowBase, r);
-            Value kk = arith::AddIOp::create(b, loc, k0, c);
-            Value ok = arith::AndIOp::create(b, loc, lessThan(b, loc, row, rows),
-                                             lessThan(b, loc, kk, k));
-            Value v = access.loadA(
-                b, loc, batch, arith::MinSIOp::create(b, loc, row, lastRow),
-                arith::MinSIOp::create(b, loc, kk, lastK));
-            memref::StoreOp::create(
-                b, loc, arith::SelectOp::create(b, loc, ok, v, zero), aTile,
-                ValueRange{r, c});
-
-            Value br = arith::DivUIOp::create(b, loc, idx, tile);
-            Value bc = arith::RemUIOp::create(b, loc, idx, tile);
-            Value bk = arith::AddIOp::create(b, loc, k0, br);
-            Value col = arith::AddIOp::create(b, loc, colBase, bc);
-            Value bOk = arith::AndIOp::create(
-                b, loc, lessThan(b, loc, bk, k), lessThan(b, loc, col, n));
-            Value w = access.loadB(
-                b, loc, batch, arith::MinSIOp::create(b, loc, bk, lastK),
-                arith::MinSIOp::create(b, loc, col, lastCol));
-            memref::StoreOp::create(
-                b, loc, arith::SelectOp::create(b, loc, bOk, w, zero), bTile,
-                ValueRange{br, bc});
-          }
+          // +64], 8 values of each per thread, along the contiguous dim of
+          // each operand (coalesced).
+          gpugemm::stageTile(b, loc, tid, kBlockThreads, aTile, kTile, kStep,
+                            access.aKContiguous, rowBase, k0, rows, k,
+                            [&](OpBuilder &b, Location loc, Value r,
+                                Value c) {
+                              return access.elementA(b, loc, batch, r, c);
+                            });
+          gpugemm::stageTile(b, loc, tid, kBlockThreads, bTile, kStep, kTile,
+                            !access.bKContiguous, k0, colBase, k, n,
+                            [&](OpBuilder &b, Location loc, Value r,
+                                Value c) {
+                              return access.elementB(b, loc, batch, r, c);
+                            });
           gpu::BarrierOp::create(b, loc);
 
           auto loadA = [&](int64_t mi, int64_t dr, Value col) -> Value {
@@ -277,14 +269,7 @@ void mlir::vmoe::emitGPUMmaGemm(OpBuilder &b, Location loc, Value batches,
     for (int64_t mi = 0; mi < kTilesM; ++mi) {
       for (int64_t ni = 0; ni < kTilesN; ++ni) {
         for (int64_t e = 0; e < 4; ++e) {
-          Value row = arith::AddIOp::create(
-              b, loc, rowBase,
-              arith::AddIOp::create(
-                  b, loc, add(b, loc, warpRow, mi * 16 + 8 * (e / 2)), g));
-          Value col = arith::AddIOp::create(
-              b, loc, colBase,
-              arith::AddIOp::create(
-                  b, loc, add(b, loc, warpCol, ni * 8 + e % 2), t2));
+          Value row = rowOf(b, loc, mi, e), col = colOf(b, loc, ni, e);
           Value inside = arith::AndIOp::create(
               b, loc, lessThan(b, loc, row, rows), lessThan(b, loc, col, n));
           scf::IfOp::create(b, loc, inside, [&](OpBuilder &b, Location loc) {
@@ -297,6 +282,6 @@ void mlir::vmoe::emitGPUMmaGemm(OpBuilder &b, Location loc, Value batches,
     }
     scf::YieldOp::create(b, loc);
   });
-  b.setInsertionPointAfter(batchLoop);
+  b.setInsertionPointAfter(tiles.outer);
   gpu::TerminatorOp::create(b, loc);
 }

@@ -17,29 +17,54 @@
 #define VMOE_CODEGEN_GPUGEMM_H
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallVector.h"
 
 #include <functional>
 #include <optional>
 
 namespace mlir::vmoe {
 
+/// One element of a GEMM operand in memory.
+struct MemRefElement {
+  Value memref;
+  SmallVector<Value, 4> indices;
+};
+
 /// How a GPU GEMM kernel reads and writes its operands. `batch` is the
-/// batch index (block z); indices are `index` values; loads are only
-/// called for in-bounds elements.
+/// batch index (block z); indices are `index` values. Operands are named by
+/// the memref element they read (so that a kernel may load them or copy
+/// them asynchronously); elements are only asked for in-bounds indices.
 struct GPUGemmAccessors {
   /// Rows of C (and A) that exist in this batch entry (<= M).
   std::function<Value(OpBuilder &, Location, Value batch)> rowCount;
   /// A[row, k].
-  std::function<Value(OpBuilder &, Location, Value batch, Value row, Value k)>
-      loadA;
+  std::function<MemRefElement(OpBuilder &, Location, Value batch, Value row,
+                              Value k)>
+      elementA;
   /// B[k, col].
-  std::function<Value(OpBuilder &, Location, Value batch, Value k, Value col)>
-      loadB;
+  std::function<MemRefElement(OpBuilder &, Location, Value batch, Value k,
+                              Value col)>
+      elementB;
+  /// Which dim of A is contiguous in memory: k (row-major A, the default)
+  /// or the row. Staging reads the contiguous dim with neighbouring
+  /// threads, so that global loads coalesce.
+  bool aKContiguous = true;
+  /// Which dim of B is contiguous: the column (row-major B, the default) or
+  /// k (B = W^T of a row-major W, e.g. the keys in Q K^T).
+  bool bKContiguous = false;
+  /// Optional: the value the sum over k starts from for C[row, col] (null:
+  /// 0.0). Called with in-bounds indices only.
+  std::function<Value(OpBuilder &, Location, Value batch, Value row,
+                      Value col)>
+      initC;
   /// Epilogue and store of C[row, col] = acc.
   std::function<void(OpBuilder &, Location, Value batch, Value row, Value col,
                      Value acc)>
       storeC;
 };
+
+/// Loads `element` (memref.load).
+Value loadElement(OpBuilder &b, Location loc, const MemRefElement &element);
 
 /// Emits the kernel over `batches` batch entries of an (M x K) * (K x N)
 /// product (index values) as a gpu.launch at the insertion point.

@@ -128,14 +128,14 @@ struct FusedExpertsToGPU : OpConversionPattern<FusedExpertsOp> {
 
     GPUGemmAccessors up;
     up.rowCount = rowCount;
-    up.loadA = [&](OpBuilder &b, Location loc, Value z, Value row, Value kk) {
+    up.elementA = [&](OpBuilder &b, Location loc, Value z, Value row,
+                      Value kk) {
       Value t = arith::DivSIOp::create(b, loc, entry(b, loc, z, row), kIndex);
-      return Value(memref::LoadOp::create(
-          b, loc, x, ValueRange{groupOf(b, loc, z), t, kk}));
+      return MemRefElement{x, {groupOf(b, loc, z), t, kk}};
     };
-    up.loadB = [&](OpBuilder &b, Location loc, Value z, Value kk, Value col) {
-      return Value(memref::LoadOp::create(
-          b, loc, w1, ValueRange{expertOf(b, loc, z), kk, col}));
+    up.elementB = [&](OpBuilder &b, Location loc, Value z, Value kk,
+                      Value col) {
+      return MemRefElement{w1, {expertOf(b, loc, z), kk, col}};
     };
     up.storeC = [&](OpBuilder &b, Location loc, Value z, Value row, Value col,
                     Value acc) {
@@ -150,16 +150,14 @@ struct FusedExpertsToGPU : OpConversionPattern<FusedExpertsOp> {
 
     GPUGemmAccessors down;
     down.rowCount = rowCount;
-    down.loadA = [&](OpBuilder &b, Location loc, Value z, Value row,
-                     Value kk) {
-      return Value(memref::LoadOp::create(
-          b, loc, hidden,
-          ValueRange{expertOf(b, loc, z), groupOf(b, loc, z), row, kk}));
+    down.elementA = [&](OpBuilder &b, Location loc, Value z, Value row,
+                        Value kk) {
+      return MemRefElement{
+          hidden, {expertOf(b, loc, z), groupOf(b, loc, z), row, kk}};
     };
-    down.loadB = [&](OpBuilder &b, Location loc, Value z, Value kk,
-                     Value col) {
-      return Value(memref::LoadOp::create(
-          b, loc, w2, ValueRange{expertOf(b, loc, z), kk, col}));
+    down.elementB = [&](OpBuilder &b, Location loc, Value z, Value kk,
+                        Value col) {
+      return MemRefElement{w2, {expertOf(b, loc, z), kk, col}};
     };
     down.storeC = [&](OpBuilder &b, Location loc, Value z, Value row,
                       Value col, Value acc) {

@@ -3,14 +3,17 @@
 // RUN: not vmoe-opt %s -convert-vmoe-to-gpu="mma=fp8" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // fused_experts on tensor cores: two launches of 128 threads (4 warps) per
-// 64 x 64 tile, grid z capped at 65,535 with a loop over the rest, padded
+// 64 x 64 tile, grids y (row tiles) and z (experts x groups) capped at 65,535 with
+// loops over the rest, padded
 // shared tiles (A rows of 20 floats, B rows of 72 for TF32 and 68 for bf16),
 // 32 loop-carried accumulators, two m16n8k8 TF32 or one m16n8k16 bf16
 // mma.sync per 16 values of k and mma tile.
 // TF32-LABEL: func.func @fused_experts
+// TF32: %[[Y:.*]] = arith.minsi %{{.*}}, %c65535
 // TF32: %[[Z:.*]] = arith.minsi %{{.*}}, %c65535
-// TF32: gpu.launch blocks({{.*}}) in ({{.*}}, {{.*}}, {{.*}} = %[[Z]]) threads({{.*}}) in ({{.*}} = %c128{{.*}}, {{.*}} = %c1{{.*}}, {{.*}} = %c1{{.*}}) workgroup(%{{.*}} : memref<64x20xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x72xf32, #gpu.address_space<workgroup>>)
+// TF32: gpu.launch blocks({{.*}}) in ({{.*}}, {{.*}} = %[[Y]], {{.*}} = %[[Z]]) threads({{.*}}) in ({{.*}} = %c128{{.*}}, {{.*}} = %c1{{.*}}, {{.*}} = %c1{{.*}}) workgroup(%{{.*}} : memref<64x20xf32, #gpu.address_space<workgroup>>, %{{.*}} : memref<16x72xf32, #gpu.address_space<workgroup>>)
 // TF32:   scf.for
+// TF32:     scf.for
 // TF32:     scf.if
 // TF32:       %{{.*}}:32 = scf.for {{.*}} iter_args(
 // TF32:         gpu.barrier
