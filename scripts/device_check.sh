@@ -104,15 +104,8 @@ run() {
     --image-list "$root/examples/digits/test/labels.txt")
   if timeout 60 "${digits[@]}" --print-logits --quiet >"$out/gpu-logits.txt" 2>"$out/digits.err"; then
     local diff
-    if diff=$("$py" - "$bundle/cpu-logits.txt" "$out/gpu-logits.txt" <<'PY'
-import sys
-import numpy as np
-cpu, gpu = ([[float(v) for v in line.split(": logits ")[1].split()]
-             for line in open(path)] for path in sys.argv[1:])
-diff = np.abs(np.array(cpu) - np.array(gpu)).max() if len(cpu) == len(gpu) else float("inf")
-print(f"{len(gpu)} images, max |diff| {diff:.2e} (tolerance 1e-4)")
-sys.exit(0 if diff <= 1e-4 else 1)
-PY
+    if diff=$(cd "$root/python" && "$py" -m vmoe_tools.compare_logits \
+        "$bundle/cpu-logits.txt" "$out/gpu-logits.txt" --atol 1e-4
     ); then row "digits GPU vs CPU logits" PASS "$diff"
     else row "digits GPU vs CPU logits" FAIL "$diff"; status=1; fi
     echo "$diff"

@@ -2,6 +2,7 @@
 """lit configuration of the vmoe regression suite (check-vmoe)."""
 
 import os
+import shlex
 import shutil
 import subprocess
 
@@ -147,3 +148,31 @@ elif os.environ.get("VMOE_REQUIRE_MPI") == "1":
                      ("the build has no MPI runtime (" + _mpi_link + ")"
                       if _mpirun else "mpirun is not installed") +
                      ": run scripts/setup.sh and reconfigure")
+
+
+
+def _link_args(name):
+    """The arguments of build/lib/NAME (one per line, '#' comments) as one
+    quoted string, or None when the file does not exist."""
+    path = os.path.join(config.vmoe_lib_dir, name)
+    if not os.path.isfile(path):
+        return None
+    with open(path) as f:
+        return " ".join(shlex.quote(line.strip()) for line in f
+                        if line.strip() and not line.startswith("#"))
+
+
+# build/lib/vmoe_cuda_runtime.link, written by lib/Runtime/CUDA/CMakeLists.txt
+# when the CUDA runtime is built, lists the link arguments a model running
+# on the GPU adds to those of vmoe_runtime.link; %vmoe_cuda_runtime_link
+# expands to them. The GPU emulator (lib/Runtime/GPUEmulator, built with the
+# CUDA runtime) runs GPU-target layers and models on this CPU;
+# %vmoe_gpu_emulator_link expands to its link arguments (after the
+# runtime's).
+_cuda_args = _link_args("vmoe_cuda_runtime.link")
+if _cuda_args is not None:
+    config.substitutions.append(("%vmoe_cuda_runtime_link", _cuda_args))
+_emulator_args = _link_args("vmoe_gpu_emulator.link")
+if _emulator_args is not None:
+    config.available_features.add("gpu-emulator")
+    config.substitutions.append(("%vmoe_gpu_emulator_link", _emulator_args))

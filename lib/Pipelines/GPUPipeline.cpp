@@ -77,15 +77,25 @@ mlir::vmoe::buildVMoENVVMPipeline(OpPassManager &pm,
   pm.addPass(createVMoEApproximateMathPass());
 
   // Device code -> NVVM -> cubin (ptxas without fused multiply-add
-  // contraction: explicit fma ops only, as on the CPU).
+  // contraction: explicit fma ops only, as on the CPU); or, for the
+  // emulator, NVVM -> host functions run by libvmoe_gpu_emulator.so.
+  bool emulate = options.format == "emulator";
   std::string device = llvm::formatv(
-      "nvvm-attach-target{{chip={0} O=3},"
-      "gpu.module(convert-scf-to-cf,expand-strided-metadata,lower-affine,"
-      "convert-gpu-to-nvvm,canonicalize,cse,"
-      "reconcile-unrealized-casts),"
-      "gpu-module-to-binary{{format={1} toolkit={2} opts=--fmad=false}",
-      options.chip, options.format, options.toolkit);
+      "{0}gpu.module(convert-scf-to-cf,expand-strided-metadata,lower-affine,"
+      "convert-nvgpu-to-nvvm,convert-gpu-to-nvvm,canonicalize,cse,"
+      "reconcile-unrealized-casts)",
+      emulate ? "" : llvm::formatv("nvvm-attach-target{{chip={0} O=3},",
+                                   options.chip)
+                         .str());
   if (failed(addTextual(pm, device)))
+    return failure();
+  if (emulate)
+    pm.addPass(createVMoEGPUEmulateKernelsPass());
+  else if (failed(addTextual(
+               pm, llvm::formatv("gpu-module-to-binary{{format={0} "
+                                 "toolkit={1} opts=--fmad=false}",
+                                 options.format, options.toolkit)
+                       .str())))
     return failure();
 
   // Host code -> LLVM with mgpu runtime calls.

@@ -160,18 +160,25 @@ def compare(ref, got, rtol, floor):
     return None, max_abs, max_rel
 
 
-def _cuda_link_args(vmoe_opt):
-    """The link arguments of the GPU runtime (build/lib beside vmoe-opt)."""
+def _cuda_link_args(vmoe_opt, emulate=False):
+    """The link arguments of the GPU runtime (build/lib beside vmoe-opt),
+    and of the GPU emulator with `emulate`."""
     lib_dir = os.path.join(os.path.dirname(os.path.abspath(vmoe_opt)), "..",
                            "lib")
-    path = os.path.join(lib_dir, "vmoe_cuda_runtime.link")
-    if not os.path.exists(path):
-        raise SystemExit(f"check_layers: {path} is missing (a build without "
-                         "the CUDA toolkit?)")
-    with open(path) as f:
-        return [line.strip() for line in f
-                if line.strip() and not line.startswith("#")
-                and not line.startswith("main:")]
+    args = []
+    names = ["vmoe_cuda_runtime.link"]
+    if emulate:
+        names.append("vmoe_gpu_emulator.link")
+    for name in names:
+        path = os.path.join(lib_dir, name)
+        if not os.path.exists(path):
+            raise SystemExit(f"check_layers: {path} is missing (a build "
+                             "without the CUDA toolkit?)")
+        with open(path) as f:
+            args += [line.strip() for line in f
+                     if line.strip() and not line.startswith("#")
+                     and not line.startswith("main:")]
+    return args
 
 
 def _parse_args(argv):
@@ -206,6 +213,14 @@ def _parse_args(argv):
                              "copied to device memory (default: cpu)")
     parser.add_argument("--gpu-chip", default="sm_90",
                         help="CUDA architecture for --target cuda")
+    parser.add_argument("--gpu-emulate", action="store_true",
+                        help="with --target cuda: compile the kernels for "
+                             "the host and run them in the GPU emulator "
+                             "(libvmoe_gpu_emulator.so; no GPU needed)")
+    parser.add_argument("--gpu-mma", default="none",
+                        choices=("none", "tf32", "bf16"),
+                        help="with --target cuda: the GEMM instructions "
+                             "(vmoe-lower-to-nvvm gpu-mma)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--threads", type=int, default=0,
                         help="OMP_NUM_THREADS of the compiled code (for "
@@ -233,10 +248,15 @@ def _parse_args(argv):
     # Host code of GPU cases may run on another machine's CPU.
     args.march = "-march=x86-64-v2" if args.target == "cuda" else "-march=native"
     args.extra_link_args = []
+    if args.gpu_emulate and args.target != "cuda":
+        parser.error("--gpu-emulate needs --target cuda")
     if args.target == "cuda" and not args.prebuilt:
-        args.extra_link_args = _cuda_link_args(args.vmoe_opt)
+        args.extra_link_args = _cuda_link_args(args.vmoe_opt,
+                                               args.gpu_emulate)
         if not args.pipeline and args.pass_pipeline_arg == "--vmoe-lower-to-cpu":
-            args.pipeline = f"vmoe-lower-to-nvvm{{chip={args.gpu_chip}}}"
+            binary = " format=emulator" if args.gpu_emulate else ""
+            args.pipeline = (f"vmoe-lower-to-nvvm{{chip={args.gpu_chip} "
+                             f"gpu-mma={args.gpu_mma}{binary}}}")
     if args.verify_only:
         args.pipeline_args = []
     elif args.pipeline:

@@ -83,6 +83,12 @@ cl::opt<std::string> gpuMma(
     cl::desc("--target=cuda: expert GEMMs on none (FP32 SIMT, the default), "
              "tf32 or bf16 tensor cores"),
     cl::init("none"), cl::cat(category));
+cl::opt<bool> gpuEmulate(
+    "gpu-emulate",
+    cl::desc("--target=cuda: compile the kernels for the host CPU and link "
+             "the GPU emulator (libvmoe_gpu_emulator.so), which runs them "
+             "without a GPU, for tests (docs/GPU.md)"),
+    cl::init(false), cl::cat(category));
 cl::opt<std::string> cudaPath("cuda-path",
                               cl::desc("CUDA toolkit (default /usr/local/cuda)"),
                               cl::init("/usr/local/cuda"), cl::cat(category));
@@ -299,31 +305,47 @@ static int link(const char *argv0, llvm::StringRef object) {
   // vmoe_runtime.link (and vmoe_cuda_runtime.link for CUDA models): one
   // argument per line; lines starting with "main:" only for executables.
   std::string linkText = (*buffer)->getBuffer().str();
+  // The text of another link file of `dir`; `missing` says why it may lack.
+  auto readLinkFile = [&](llvm::StringRef name,
+                      llvm::StringRef missing) -> std::optional<std::string> {
+    llvm::SmallString<256> path(dir);
+    llvm::sys::path::append(path, name);
+    auto file = llvm::MemoryBuffer::getFile(path);
+    if (!file) {
+      fail("cannot read " + path + " (" + missing + ")");
+      return std::nullopt;
+    }
+    return (*file)->getBuffer().str();
+  };
   if (expertParallel > 0) {
     // The MPI main (lib/Runtime/MPI) replaces the runtime's "main:" lines.
-    llvm::SmallString<256> mpiLink(dir);
-    llvm::sys::path::append(mpiLink, "vmoe_mpi_runtime.link");
-    auto mpiBuffer = llvm::MemoryBuffer::getFile(mpiLink);
-    if (!mpiBuffer)
-      return fail("cannot read " + mpiLink + " (this build has no MPI "
-                  "runtime: install openmpi-bin libopenmpi-dev and "
-                  "reconfigure)");
+    std::optional<std::string> mpi = readLinkFile(
+        "vmoe_mpi_runtime.link", "this build has no MPI runtime: install "
+                                 "openmpi-bin libopenmpi-dev and reconfigure");
+    if (!mpi)
+      return 1;
     std::string kept;
     llvm::SmallVector<llvm::StringRef> runtimeLines;
     llvm::StringRef(linkText).split(runtimeLines, '\n', -1, false);
     for (llvm::StringRef line : runtimeLines)
       if (!line.trim().starts_with("main:"))
         kept += line.str() + "\n";
-    linkText = (*mpiBuffer)->getBuffer().str() + "\n" + kept;
+    linkText = *mpi + "\n" + kept;
   }
   if (target == "cuda") {
-    llvm::SmallString<256> cudaLink(dir);
-    llvm::sys::path::append(cudaLink, "vmoe_cuda_runtime.link");
-    auto cudaBuffer = llvm::MemoryBuffer::getFile(cudaLink);
-    if (!cudaBuffer)
-      return fail("cannot read " + cudaLink + " (this build has no CUDA "
-                  "runtime: configure with the CUDA toolkit)");
-    linkText += "\n" + (*cudaBuffer)->getBuffer().str();
+    std::optional<std::string> cuda = readLinkFile(
+        "vmoe_cuda_runtime.link",
+        "this build has no CUDA runtime: configure with the CUDA toolkit");
+    if (!cuda)
+      return 1;
+    linkText += "\n" + *cuda;
+    if (gpuEmulate) {
+      std::optional<std::string> emulator =
+          readLinkFile("vmoe_gpu_emulator.link", "this build has no GPU emulator");
+      if (!emulator)
+        return 1;
+      linkText += "\n" + *emulator;
+    }
   }
   llvm::SmallVector<llvm::StringRef> lines;
   llvm::StringRef(linkText).split(lines, '\n', -1, false);
@@ -373,6 +395,8 @@ int main(int argc, char **argv) {
 
   if (target != "cpu" && target != "cuda")
     return fail("--target=" + target + ": must be 'cpu' or 'cuda'");
+  if (gpuEmulate && target != "cuda")
+    return fail("--gpu-emulate needs --target=cuda");
   if (optLevel > 3)
     return fail("-O" + llvm::Twine(optLevel) + ": the level must be 0-3");
 
@@ -451,6 +475,8 @@ int main(int argc, char **argv) {
       return fail("--gpu-mma must be none, tf32 or bf16, got '" + gpuMma +
                   "'");
     pipeline.gpuMma = gpuMma;
+    if (gpuEmulate)
+      pipeline.format = "emulator";
     if (failed(vmoe::buildVMoENVVMPipeline(pm, pipeline)))
       return fail("the NVVM pipeline could not be built");
   } else {

@@ -109,7 +109,9 @@ struct VMoENVVMPipelineOptions
       llvm::cl::init("/usr/local/cuda")};
   PassOptions::Option<std::string> format{
       *this, "format",
-      llvm::cl::desc("Kernel binary: bin (cubin, default), isa (PTX), fatbin"),
+      llvm::cl::desc("Kernel binary: bin (cubin, default), isa (PTX), fatbin, "
+                     "or emulator (kernels compiled for the host CPU, run "
+                     "by libvmoe_gpu_emulator.so; no CUDA toolkit needed)"),
       llvm::cl::init("bin")};
   PassOptions::Option<int64_t> threadsPerBlock{
       *this, "threads-per-block",

@@ -174,6 +174,31 @@ def VMoEGPUMergeKernelModulesPass
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def VMoEGPUEmulateKernelsPass
+    : Pass<"vmoe-gpu-emulate-kernels", "::mlir::ModuleOp"> {
+  let summary = "Compile the NVVM kernels for the host CPU (the GPU emulator)";
+  let description = [{
+    Runs where `gpu-module-to-binary` would, on gpu.module ops already
+    lowered to the LLVM and NVVM dialects (`convert-gpu-to-nvvm`). Every
+    function and global of a gpu.module moves into the host module under a
+    prefixed name; NVVM's special registers, barriers and warp-level
+    instructions (`mma.sync`, `ldmatrix`, `cp.async`, `shfl.sync`,
+    `vote.sync`) become calls of the emulator's functions
+    (include/vmoe/Runtime/GPUEmulator/vmoe_gpu_emulator.h); shared and
+    global address spaces become the host's; each kernel gets an entry that
+    takes cuLaunchKernel's argument array, registered with the shared
+    variables from a global constructor. The gpu.module becomes a
+    gpu.binary whose object names the registration, so `gpu-to-llvm` and
+    the vmoe CUDA runtime run unchanged: loaded against
+    libvmoe_gpu_emulator.so as the driver, the kernels run on the CPU, one
+    fiber per thread (docs/GPU.md, "The emulator"). An NVVM operation
+    without an emulation is an error.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::NVVM::NVVMDialect"];
+}
+
 def VMoEExpertParallelPass
     : Pass<"vmoe-expert-parallel", "::mlir::func::FuncOp"> {
   let summary = "Split the experts of each token choice MoE layer over ranks";
