@@ -69,7 +69,11 @@ mlir::vmoe::buildVMoENVVMPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addNestedPass<func::FuncOp>(createVMoEGPUDeviceBuffersPass());
-  if (failed(addTextual(pm, "lower-affine,gpu-kernel-outlining,"
+  // Constants and dims used by a kernel are sunk into it first (outlining
+  // would pass them as arguments: no folding, 64-bit divisions by unknown
+  // values in every kernel).
+  if (failed(addTextual(pm, "lower-affine,func.func(gpu-launch-sink-index-"
+                            "computations),gpu-kernel-outlining,"
                             "func.func(gpu-async-region)")))
     return failure();
   if (options.mergeKernelModules)

@@ -4,10 +4,12 @@
 
 The kernel cannot run without a GPU; this model runs its schedule on the
 CPU with the same index arithmetic: per block a 64 x 64 tile of C, 4 warps
-of 32 x 32, per warp 2 x 4 mma tiles of 16 x 8, A and B staged in padded
-shared memory, per lane the register fragments of mma.sync m16n8k8 (TF32)
-or m16n8k16 (bf16) as the PTX ISA defines them, and the accumulator
-fragment scattered back to C. An mma is modelled by rebuilding its A, B
+of 32 x 32, per warp 2 x 4 mma tiles of 16 x 8, A and B k tiles of 32
+staged in shared memory under the kernel's XOR swizzle (16-byte chunk c of
+row r stored at chunk c ^ s(r)), per lane the register fragments of
+mma.sync m16n8k8 (TF32) or m16n8k16 (bf16) as the PTX ISA defines them,
+read through the same swizzle, and the accumulator fragment scattered
+back to C. An mma is modelled by rebuilding its A, B
 and C matrices from the 32 lanes' registers (each element must be held by
 exactly one lane), multiplying in float64 and rounding to float32. The
 self-test checks:
@@ -16,26 +18,55 @@ self-test checks:
 - the model equals a numpy GEMM on operands rounded as the kernel rounds
   them (TF32: to nearest, ties away from zero, 10 mantissa bits; bf16: to
   nearest even), for shapes with partial tiles and k not a multiple of 16;
-- the fragment reads from shared memory stay within their bank-conflict
-  budget with the kernel's row strides (A: 20 floats; B: 72 for TF32, 68
-  for bf16): none for TF32; for bf16 the A reads are 2-way (each lane
-  reads a pair of neighbouring floats with two 32-bit loads, so a load
-  touches only even offsets within a row, and no row stride spreads 8 rows
-  of 4 even offsets over 32 banks; 64-bit loads or ldmatrix would fix it),
-  the B reads none.
+- the swizzle is a permutation of each row's chunks (staging through it
+  and reading back through it gives the right products: a collision would
+  overwrite a chunk and break the GEMM check above);
+- the fragment reads from shared memory are free of bank conflicts, per
+  instruction as the hardware serves it: TF32 A with ldmatrix.x4 (each
+  8 x 16-byte matrix one phase), bf16 A with 64-bit loads (a half-warp per
+  phase), B with 32-bit loads (the warp in one phase).
 """
 
 import sys
 
 import numpy as np
 
-TILE, STEP, WARPS = 64, 16, 4
+TILE, STEP, WARPS = 64, 32, 4
 TILES_M, TILES_N = 2, 4
-A_STRIDE = 20
-B_STRIDE = {"tf32": 72, "bf16": 68}
 K_MMA = {"tf32": 8, "bf16": 16}
 # Most addresses one bank serves in one fragment load (1: conflict-free).
-CONFLICT_BUDGET = {"tf32": 1, "bf16": 2}
+CONFLICT_BUDGET = {"tf32": 1, "bf16": 1}
+
+
+def swizzle_a(mode, row, chunk):
+    """Chunk where logical chunk `chunk` of staged A row `row` is stored."""
+    return chunk ^ (row % 8 if mode == "tf32" else 2 * (row % 4))
+
+
+def swizzle_b(mode, k, chunk):
+    """Chunk where logical chunk `chunk` of staged B row `k` is stored."""
+    return chunk ^ (2 * ((k if mode == "tf32" else k // 2) % 4))
+
+
+def a_column(mode, row, col):
+    return 4 * swizzle_a(mode, row, col // 4) + col % 4
+
+
+def b_column(mode, k, col):
+    return 4 * swizzle_b(mode, k, col // 4) + col % 4
+
+
+def stage(tile, part, column):
+    """Stores `part` (zero-padded to the tile) into `tile` through the
+    swizzle `column(row, col)`; every physical place is written once."""
+    written = np.zeros(tile.shape, dtype=bool)
+    for r in range(tile.shape[0]):
+        for c in range(tile.shape[1]):
+            pc = column(r, c)
+            assert not written[r, pc], "swizzle maps two chunks to one place"
+            written[r, pc] = True
+            inside = r < part.shape[0] and c < part.shape[1]
+            tile[r, pc] = part[r, c] if inside else 0.0
 
 
 def round_tf32(x):
@@ -114,25 +145,28 @@ def gemm(mode, a, b):
         for col_base in range(0, n, TILE):
             acc = np.zeros((WARPS, 32, TILES_M * TILES_N * 4), np.float32)
             for k0 in range(0, kdim, STEP):
-                # Staging (zero outside the matrices), padded rows.
-                a_tile = np.zeros((TILE, A_STRIDE), np.float32)
-                b_tile = np.zeros((STEP, B_STRIDE[mode]), np.float32)
-                part_a = a[row_base:row_base + TILE, k0:k0 + STEP]
-                part_b = b[k0:k0 + STEP, col_base:col_base + TILE]
-                a_tile[:part_a.shape[0], :part_a.shape[1]] = part_a
-                b_tile[:part_b.shape[0], :part_b.shape[1]] = part_b
+                # Staging (zero outside the matrices), swizzled rows.
+                a_tile = np.full((TILE, STEP), np.nan, np.float32)
+                b_tile = np.full((STEP, TILE), np.nan, np.float32)
+                stage(a_tile, a[row_base:row_base + TILE, k0:k0 + STEP],
+                      lambda r, c: a_column(mode, r, c))
+                stage(b_tile, b[k0:k0 + STEP, col_base:col_base + TILE],
+                      lambda r, c: b_column(mode, r, c))
                 # The kernel rounds each value as it builds a fragment.
                 a_tile, b_tile = rnd(a_tile), rnd(b_tile)
                 for w in range(WARPS):
                     wr, wc = 32 * (w // 2), 32 * (w % 2)
                     for ks in range(0, STEP, K_MMA[mode]):
                         for mi in range(TILES_M):
-                            a_regs = [{(r, e): a_tile[wr + 16 * mi + row, kk]
+                            a_regs = [{(r, e): a_tile[
+                                wr + 16 * mi + row,
+                                a_column(mode, wr + 16 * mi + row, kk)]
                                        for r, e, row, kk in
                                        a_fragment(mode, lane, ks)}
                                       for lane in range(32)]
                             for ni in range(TILES_N):
-                                b_regs = [{(r, e): b_tile[kk, wc + 8 * ni + col]
+                                b_regs = [{(r, e): b_tile[
+                                    kk, b_column(mode, kk, wc + 8 * ni + col)]
                                            for r, e, kk, col in
                                            b_fragment(mode, lane, ks)}
                                           for lane in range(32)]
@@ -156,24 +190,61 @@ def gemm(mode, a, b):
     return c
 
 
+def ldmatrix_rows(lane, ks):
+    """The A row (within a 16-row mma tile) and k whose address lane gives
+    to ldmatrix.x4 for the TF32 fragment at k offset ks."""
+    return lane % 8 + 8 * ((lane // 8) % 2), ks + 4 * (lane // 16)
+
+
 def bank_conflicts(mode):
-    """Largest number of distinct addresses in one bank over the fragment
-    loads of a warp (1: conflict-free)."""
+    """Largest number of distinct 32-bit words one bank serves in one phase
+    of a fragment load of any warp (1: conflict-free). Words are physical
+    (swizzled) offsets in the staged tiles."""
+    phases = []
+    for w in range(WARPS):
+        wr, wc = 32 * (w // 2), 32 * (w % 2)
+        for ks in range(0, STEP, K_MMA[mode]):
+            for mi in range(TILES_M):
+                if mode == "tf32":
+                    # ldmatrix.x4: matrix j is one phase, rows from lanes
+                    # 8j .. 8j + 7, 16 bytes (4 words) each.
+                    for j in range(4):
+                        words = []
+                        for lane in range(8 * j, 8 * j + 8):
+                            row, kk = ldmatrix_rows(lane, ks)
+                            row += wr + 16 * mi
+                            col = a_column(mode, row, kk)
+                            assert col % 4 == 0, "ldmatrix row not 16-byte aligned"
+                            words += [row * STEP + col + i for i in range(4)]
+                        phases.append(words)
+                else:
+                    # 64-bit loads: a half-warp per phase.
+                    for reg in range(4):
+                        for half in (0, 1):
+                            words = []
+                            for lane in range(16 * half, 16 * half + 16):
+                                pairs = [(row, kk) for r, e, row, kk in
+                                         a_fragment(mode, lane, ks) if r == reg]
+                                (row, kk), (_, kk1) = pairs
+                                row += wr + 16 * mi
+                                col = a_column(mode, row, kk)
+                                assert a_column(mode, row, kk1) == col + 1
+                                assert col % 2 == 0, "pair not 8-byte aligned"
+                                words += [row * STEP + col, row * STEP + col + 1]
+                            phases.append(words)
+            for ni in range(TILES_N):
+                by_slot = {}
+                for lane in range(32):
+                    for r, e, kk, col in b_fragment(mode, lane, ks):
+                        col += wc + 8 * ni
+                        by_slot.setdefault((r, e), []).append(
+                            kk * TILE + b_column(mode, kk, col))
+                phases += list(by_slot.values())
     worst = 1
-    loads = []
-    for ks in range(0, STEP, K_MMA[mode]):
-        a_by_slot, b_by_slot = {}, {}
-        for lane in range(32):
-            for r, e, row, kk in a_fragment(mode, lane, ks):
-                a_by_slot.setdefault((r, e), []).append(row * A_STRIDE + kk)
-            for r, e, kk, col in b_fragment(mode, lane, ks):
-                b_by_slot.setdefault((r, e), []).append(
-                    kk * B_STRIDE[mode] + col)
-        loads += list(a_by_slot.values()) + list(b_by_slot.values())
-    for addresses in loads:
+    for words in phases:
         banks = {}
-        for address in set(addresses):
-            banks.setdefault(address % 32, set()).add(address)
+        for word in set(words):
+            banks.setdefault(word % 32, set()).add(word)
         worst = max(worst, max(len(v) for v in banks.values()))
     return worst
 
@@ -183,7 +254,7 @@ def main():
     passed = failed = 0
     for mode in ("tf32", "bf16"):
         rnd = round_tf32 if mode == "tf32" else round_bf16
-        for m, n, k in ((64, 64, 16), (70, 40, 24), (5, 130, 33)):
+        for m, n, k in ((64, 64, 32), (70, 40, 24), (5, 130, 70)):
             a = rng.standard_normal((m, k)).astype(np.float32)
             b = rng.standard_normal((k, n)).astype(np.float32)
             got = gemm(mode, a, b)

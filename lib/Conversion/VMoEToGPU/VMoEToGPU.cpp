@@ -97,11 +97,20 @@ struct FusedExpertsToGPU : OpConversionPattern<FusedExpertsOp> {
     Value batches = arith::MulIOp::create(b, loc, e, g);
 
     // hidden [E, G, B, H] and one plane [G, S, D] per choice.
-    auto dynamic = ShapedType::kDynamic;
-    auto hiddenType = MemRefType::get({dynamic, dynamic, dynamic, dynamic},
-                                      b.getF32Type());
-    Value hidden = memref::AllocOp::create(b, loc, hiddenType,
-                                           ValueRange{e, g, capacity, h});
+    // (Static dims where the operands have them: the tensor-core kernels
+    // copy rows of a static width in 16-byte chunks.)
+    auto entriesType = cast<ShapedType>(op.getSlotEntries().getType());
+    SmallVector<int64_t> hiddenShape = {
+        entriesType.getDimSize(0), xType.getDimSize(0),
+        entriesType.getDimSize(2),
+        cast<ShapedType>(op.getW1().getType()).getDimSize(2)};
+    SmallVector<Value> hiddenDims = {e, g, capacity, h}, hiddenSizes;
+    for (auto [size, value] : llvm::zip_equal(hiddenShape, hiddenDims))
+      if (ShapedType::isDynamic(size))
+        hiddenSizes.push_back(value);
+    auto hiddenType = MemRefType::get(hiddenShape, b.getF32Type());
+    Value hidden =
+        memref::AllocOp::create(b, loc, hiddenType, hiddenSizes);
     auto planesType = MemRefType::get(
         {k, xType.getDimSize(0), xType.getDimSize(1), xType.getDimSize(2)},
         b.getF32Type());
