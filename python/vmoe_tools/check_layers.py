@@ -275,12 +275,14 @@ def _describe(case):
     if case["runtime_ratio"] is not None:
         runtime = (f" runtime C={case['runtime_ratio']}"
                    f" B={case['runtime_capacity']}")
+    valid = ("" if case["num_valid"] is None
+             else f" valid={case['num_valid']}")
     return (f"G={case['G']} S={case['S']} D={case['D']} H={case['H']} "
             f"E={case['E']}"
             f"{'' if case['routing'] == 'expert_choice' else ' k=' + str(case['k'])}"
             f" {case['routing']}"
             f"{'/' + case['score'] if case['routing'] == 'bpr' else ''} "
-            f"C={case['C']} B={case['B']}{runtime}")
+            f"C={case['C']} B={case['B']}{runtime}{valid}")
 
 
 def main(argv=None):
