@@ -187,12 +187,6 @@ Value alloc(OpBuilder &b, Location loc, MemRefType type,
   return memref::AllocOp::create(b, loc, type, dynamic);
 }
 
-/// A dim of a memref as an index value (a constant when static).
-Value dimValue(OpBuilder &b, Location loc, Value memref, int64_t i) {
-  return getValueOrCreateConstantIndexOp(
-      b, loc, memref::getMixedSize(b, loc, memref, i));
-}
-
 /// vmoe.assign_slots -> the -1 fill of slots, then the scan kernel.
 struct AssignSlotsToGPU : OpConversionPattern<AssignSlotsOp> {
   using OpConversionPattern::OpConversionPattern;
@@ -213,9 +207,11 @@ struct AssignSlotsToGPU : OpConversionPattern<AssignSlotsOp> {
     if (Value order = adaptor.getOrder())
       scan.order = readOnlyBuffer(b, loc, order);
     scan.numValid = adaptor.getNumValid();
-    scan.groups = dimValue(b, loc, scan.ids, 0);
-    scan.tokens = dimValue(b, loc, scan.ids, 1);
-    scan.choices = dimValue(b, loc, scan.ids, 2);
+    SmallVector<Value> sizes = getValueOrCreateConstantIndexOp(
+        b, loc, mixedSizes(b, loc, adaptor.getExpertIds()));
+    scan.groups = sizes[0];
+    scan.tokens = sizes[1];
+    scan.choices = sizes[2];
     scan.experts = indexConst(b, loc, numExperts);
     scan.capacity = indexConst(b, loc, capacity);
     // min(runtime, B), and a negative runtime capacity keeps nothing.

@@ -82,8 +82,8 @@ func.func @assign_slots_bpr_runtime_valid(%ids: tensor<1x40x2xi32>, %order: tens
 // CHECK-LABEL: func.func @assign_slots_token_order_dynamic
 // CHECK-SAME: (%[[IDS:.*]]: tensor<?x?x2xi32>)
 // CHECK: %[[IDSB:.*]] = bufferization.to_buffer %[[IDS]] read_only
-// CHECK: %[[G:.*]] = memref.dim %[[IDSB]], %c0
-// CHECK: %[[S:.*]] = memref.dim %[[IDSB]], %c1
+// CHECK: %[[G:.*]] = tensor.dim %[[IDS]], %c0
+// CHECK: %[[S:.*]] = tensor.dim %[[IDS]], %c1
 // CHECK-NOT: arith.minsi
 // CHECK: %[[SLOTS:.*]] = memref.alloc(%[[G]], %[[S]]) : memref<?x?x2xi32>
 // CHECK: linalg.fill ins(%c-1_i32 : i32) outs(%[[SLOTS]] : memref<?x?x2xi32>)
