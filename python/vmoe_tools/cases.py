@@ -40,6 +40,8 @@ _DEFAULTS = dict(
     normalize=False,
     runtime_ratio=None,        # runtime C passed to vmoe.capacity (f64 arg)
     static_b=False,            # buffers typed with a static B, not `?`
+    num_valid=None,            # dispatch `valid` operand: tokens g*S + t
+                               # >= num_valid are not routed
     pattern="random",          # or "ties", "one_expert"
     P=None,                    # Soft MoE slots per expert (None: round(S/E))
     dropless=False,            # decoder: C = E/k, B = S (decoder_cases.py)
@@ -172,6 +174,15 @@ def _matrix():
               static_b=True),
         _case("odd_sizes_bpr_max_k2", S=37, D=13, H=19, routing=bpr,
               C=1.05),                                         # B 19
+        # Slot assignment at scale (the GPU's per-expert warp scan walks
+        # k*S entries 32 at a time, 4 experts per block): one large group,
+        # experts overflowing, E not a multiple of 4, padding masked.
+        _case("scan_g1_bpr_max_k2_e6_valid", S=500, D=16, H=8, E=6,
+              routing=bpr, C=0.5, num_valid=437),              # B 83
+        _case("scan_g1_vanilla_k2_e10_runtime", S=700, D=16, H=8, E=10,
+              C=1.5, runtime_ratio=0.75),                      # 210, 105
+        _case("scan_g3_bpr_sum_k2_e37_valid", G=3, S=130, D=16, H=8, E=37,
+              routing=bpr, score=sum_, C=1.05, num_valid=150),  # B 7
     ]
     return (cases + family_cases.matrix(_case)
             + decoder_cases.matrix(_case))
@@ -275,7 +286,8 @@ def _run_reference(case, inputs, dtype):
         score=case["score"], capacity_rule=case["capacity_rule"],
         multiple_of=case["multiple_of"], activation=case["activation"],
         order=case["order"], normalize=case["normalize"],
-        runtime_capacity=case["runtime_capacity"])
+        runtime_capacity=case["runtime_capacity"],
+        num_valid=case["num_valid"])
 
 
 def reference(case, inputs):
@@ -296,7 +308,12 @@ def reference(case, inputs):
         if not torch.equal(single[key], double[key]):
             raise RuntimeError(f"{case['name']}: {key} depend on precision")
     assert single["B"] == case["B"]
-    stats = vmoe_ref.routing_stats(single["ids"], single["slots"], case["E"])
+    valid = None
+    if case["num_valid"] is not None:
+        G, S = case["G"], case["S"]
+        valid = torch.arange(G * S).reshape(G, S) < case["num_valid"]
+    stats = vmoe_ref.routing_stats(single["ids"], single["slots"], case["E"],
+                                   valid)
     return {"ids": single["ids"].numpy(), "slots": single["slots"].numpy(),
             "out": double["out"].numpy(), "dropped": stats["dropped"]}
 
@@ -405,6 +422,9 @@ def emit_mlir(case):
         body.append(f"%cap = vmoe.capacity %c"
                     f"{_dict_attr(cap_attrs + _capacity_attrs(case))} : f64")
         dispatch_operands += " capacity(%cap)"
+    if case["num_valid"] is not None:
+        body.append(f"%valid = arith.constant {case['num_valid']} : index")
+        dispatch_operands += " valid(%valid)"
     dispatch_attrs = [f"capacity_ratio = {_f64(case['C'])}"]
     body += [
         f"%buffers, %slots = vmoe.dispatch {dispatch_operands}"

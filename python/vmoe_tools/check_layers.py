@@ -88,7 +88,7 @@ def _prepare(case, case_dir, keep_library=False):
     return cases.reference(case, inputs)
 
 
-def _build_and_run(case_dir, args):
+def build_and_run(case_dir, args):
     """Lowers, compiles and runs one prepared case; returns its outputs."""
     def path(name):
         return os.path.join(case_dir, name)
@@ -181,7 +181,7 @@ def _cuda_link_args(vmoe_opt, emulate=False):
     return args
 
 
-def _parse_args(argv):
+def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python3 -m vmoe_tools.check_layers",
         description=__doc__,
@@ -275,16 +275,18 @@ def _describe(case):
     if case["runtime_ratio"] is not None:
         runtime = (f" runtime C={case['runtime_ratio']}"
                    f" B={case['runtime_capacity']}")
+    valid = ("" if case["num_valid"] is None
+             else f" valid={case['num_valid']}")
     return (f"G={case['G']} S={case['S']} D={case['D']} H={case['H']} "
             f"E={case['E']}"
             f"{'' if case['routing'] == 'expert_choice' else ' k=' + str(case['k'])}"
             f" {case['routing']}"
             f"{'/' + case['score'] if case['routing'] == 'bpr' else ''} "
-            f"C={case['C']} B={case['B']}{runtime}")
+            f"C={case['C']} B={case['B']}{runtime}{valid}")
 
 
 def main(argv=None):
-    args = _parse_args(argv)
+    args = parse_args(argv)
     selected = [c for c in cases.CASES if args.filter in c["name"]]
     if args.target == "cuda":
         # Expert choice, Soft MoE and decoder blocks: CPU only (issue 11).
@@ -318,7 +320,7 @@ def _check(selected, workdir, args):
     passed, mismatched, broken = 0, 0, 0
     worst = (0.0, None)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(_build_and_run, d, args) for d in dirs]
+        futures = [pool.submit(build_and_run, d, args) for d in dirs]
         for case, ref, future in zip(selected, refs, futures):
             name = case["name"]
             try:

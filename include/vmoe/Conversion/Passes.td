@@ -69,7 +69,7 @@ def ConvertVMoEToSCFPass
 
 def ConvertVMoEToGPUPass
     : Pass<"convert-vmoe-to-gpu", "::mlir::func::FuncOp"> {
-  let summary = "Lower vmoe.fused_experts to tiled shared-memory GPU kernels";
+  let summary = "Lower vmoe.fused_experts and vmoe.assign_slots to GPU kernels";
   let description = [{
     Lowers every `vmoe.fused_experts` to two `gpu.launch` GEMM kernels (one
     thread block per 64 x 64 tile, expert and group; shared-memory staging;
@@ -77,8 +77,18 @@ def ConvertVMoEToGPUPass
     tables and whose epilogues apply bias and activation, then bias, gate
     weight and the scatter to per-choice planes; a final elementwise pass
     adds each token's kept choices in choice order. Blocks past an expert's
-    fill exit at once. The other vmoe ops are left for convert-vmoe-to-scf,
-    whose parallel loops the NVVM pipeline maps to GPU threads.
+    fill exit at once.
+
+    Every `vmoe.assign_slots` becomes a per-expert prefix count: one warp
+    per group and expert (4 warps per block, warps on grid x) walks the
+    group's entries in priority order 32 at a time; the `nvvm.vote.sync`
+    ballot of the lanes whose entry goes to the warp's expert and its
+    population count below the lane give each entry its rank, which is its
+    slot while below the capacity; the warp stops when its expert is full.
+    Slots start at -1 (a fill kernel before).
+
+    The other vmoe ops are left for convert-vmoe-to-scf, whose parallel
+    loops the NVVM pipeline maps to GPU threads.
 
     `mma=tf32|bf16` emits the GEMMs on tensor cores instead
     (`nvvm.mma.sync`, lib/Codegen/GPUMmaGemm.cpp); `none` (the default) keeps

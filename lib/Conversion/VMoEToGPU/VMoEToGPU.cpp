@@ -14,10 +14,13 @@
 // choice-ordered sum of the planes (as on the CPU). The kernels read their
 // operands through bufferization.to_buffer; the scratch buffers are
 // memref.alloc ops (device memory after vmoe-gpu-device-buffers).
+// vmoe.assign_slots: a warp scan per expert (AssignSlotsToGPU.cpp).
 //
 //===----------------------------------------------------------------------===//
 
 #include "vmoe/Conversion/Passes.h"
+
+#include "Patterns.h"
 
 #include "vmoe/Codegen/GPUGemm.h"
 #include "vmoe/Dialect/VMoE/IR/VMoE.h"
@@ -236,6 +239,7 @@ struct ConvertVMoEToGPUPass
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
     patterns.add<FusedExpertsToGPU>(ctx, *kind);
+    populateAssignSlotsToGPUPatterns(target, patterns);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();
