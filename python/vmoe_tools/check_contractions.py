@@ -25,7 +25,6 @@ mismatch, 2 a tool failure.
 import argparse
 import ctypes
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -105,9 +104,10 @@ def emit_mlir():
         name = case["name"]
         t_c = _tensor(_shape(case, case["c"]))
         m_c = t_c.replace("tensor", "memref")
-        lines.append(f"func.func @{name}(%a_arg: {_tensor(_arg_shape(case, 'a'))}, "
-                     f"%b_arg: {_tensor(_arg_shape(case, 'b'))}, %c0: {t_c}, "
-                     f"%out: {m_c}) attributes {{llvm.emit_c_interface}} {{")
+        t_a, t_b = (_tensor(_arg_shape(case, o)) for o in "ab")
+        lines.append(f"func.func @{name}(%a_arg: {t_a}, %b_arg: {t_b}, "
+                     f"%c0: {t_c}, %out: {m_c}) "
+                     f"attributes {{llvm.emit_c_interface}} {{")
         for operand in "ab":
             view = case.get("slice_" + operand)
             full = _arg_shape(case, operand)
@@ -118,11 +118,14 @@ def emit_mlir():
             offsets[dim] = index
             sizes = list(full)
             sizes[dim] = 1
+            strides = [1] * len(full)
+            view_type = _tensor(_shape(case, case[operand]))
             lines.append(
                 f"  %{operand} = tensor.extract_slice %{operand}_arg"
                 f"[{', '.join(map(str, offsets))}] "
-                f"[{', '.join(map(str, sizes))}] [{', '.join(['1'] * len(full))}]"
-                f" : {_tensor(full)} to {_tensor(_shape(case, case[operand]))}")
+                f"[{', '.join(map(str, sizes))}] "
+                f"[{', '.join(map(str, strides))}]"
+                f" : {_tensor(full)} to {view_type}")
         names = [f"%{o}" if case.get("slice_" + o) else f"%{o}_arg"
                  for o in "ab"]
         init = "%c0"
@@ -190,9 +193,10 @@ def _build(workdir, args):
         f.write(emit_mlir())
     lowered = os.path.join(workdir, "lowered.mlir")
     binary = "" if args.gpu else " format=emulator"
+    pipeline = (f"vmoe-lower-to-nvvm{{chip={args.gpu_chip} "
+                f"gpu-mma={args.gpu_mma}{binary}}}")
     _run("vmoe-opt", [args.vmoe_opt, mlir,
-                      f"--pass-pipeline=builtin.module(vmoe-lower-to-nvvm{{"
-                      f"chip={args.gpu_chip} gpu-mma={args.gpu_mma}{binary}}})",
+                      f"--pass-pipeline=builtin.module({pipeline})",
                       "-o", lowered])
     ll = os.path.join(workdir, "contractions.ll")
     _run("mlir-translate", [args.mlir_translate, "--mlir-to-llvmir", lowered,
