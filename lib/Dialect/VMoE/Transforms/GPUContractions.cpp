@@ -20,6 +20,7 @@
 #include "vmoe/Dialect/VMoE/Transforms/Passes.h"
 
 #include "vmoe/Codegen/GPUGemm.h"
+#include "vmoe/Dialect/VMoE/IR/VMoE.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -357,7 +358,8 @@ static void rewriteAsGemm(IRRewriter &rewriter, linalg::LinalgOp op,
     MemRefElement e = indices(b, loc, cMap, batch, row, col, Value());
     memref::StoreOp::create(b, loc, acc, cMem, e.indices);
   };
-  if (mma == GPUMma::None)
+  // Router logits decide routing: FP32 products, whatever `mma` says.
+  if (mma == GPUMma::None || op->hasAttr(kRouterLogitsAttrName))
     emitGPUGemm(b, loc, batches, m, n, k, access);
   else
     emitGPUMmaGemm(b, loc, batches, m, n, k, access, mma);

@@ -205,6 +205,36 @@ func.func @expert_matmul(%in: memref<4x3x7x20xf32>, %w: memref<4x20x36xf32>, %ou
 
 // -----
 
+/// Router logits (marked by convert-vmoe-to-scf) stay on FP32 products in
+/// every mode: routing decisions depend on their exact values.
+// CHECK-LABEL: func.func @router_logits
+// CHECK: gpu.launch
+// CHECK:   math.fma
+// TF32-LABEL: func.func @router_logits
+// TF32-NOT: nvvm.mma.sync
+// TF32: math.fma
+// TF32-NOT: nvvm.mma.sync
+// TF32-LABEL: func.func @dynamic
+// BF16-LABEL: func.func @router_logits
+// BF16-NOT: nvvm.mma.sync
+// BF16: math.fma
+// BF16-NOT: nvvm.mma.sync
+// BF16-LABEL: func.func @dynamic
+func.func @router_logits(%x: memref<2x40x16xf32>, %r: memref<16x8xf32>, %logits: memref<2x40x8xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(g, s, d, e) -> (g, s, d)>, affine_map<(g, s, d, e) -> (d, e)>,
+                                   affine_map<(g, s, d, e) -> (g, s, e)>],
+                  iterator_types = ["parallel", "parallel", "reduction", "parallel"]}
+      ins(%x, %r : memref<2x40x16xf32>, memref<16x8xf32>) outs(%logits : memref<2x40x8xf32>)
+      attrs = {vmoe.router_logits} {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %y = math.fma %a, %b, %acc : f32
+    linalg.yield %y : f32
+  }
+  return
+}
+
+// -----
+
 /// A dynamic product: sizes from the memrefs; no block runs without
 /// columns (rows = n > 0 ? m : 0).
 // CHECK-LABEL: func.func @dynamic

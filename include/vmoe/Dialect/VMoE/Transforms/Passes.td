@@ -198,8 +198,11 @@ def VMoEGPUContractionsPass
     products), tensors, and outputs that are views of an input.
 
     `mma=tf32|bf16` emits tensor-core kernels (`nvvm.mma.sync`) instead of
-    FP32 SIMT; run it after bufferization and `vmoe-contract-to-fma`, before
-    `vmoe-gpu-linalg-to-loops`.
+    FP32 SIMT, except for contractions marked `vmoe.router_logits` (the
+    router product of convert-vmoe-to-scf), which stay on FP32 products:
+    routing decisions (top-k, the BPR order, capacity drops) depend on the
+    logits' exact values. Run it after bufferization and
+    `vmoe-contract-to-fma`, before `vmoe-gpu-linalg-to-loops`.
   }];
   let options = [
     Option<"mma", "mma", "std::string", "\"none\"",
