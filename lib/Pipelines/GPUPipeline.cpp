@@ -58,10 +58,14 @@ mlir::vmoe::buildVMoENVVMPipeline(OpPassManager &pm,
   pm.addPass(createVMoELowerStridedCopiesPass());
   pm.addPass(createVMoEContractToFMAPass());
 
-  // Loops -> kernels: each top-level parallel loop becomes one launch over
-  // all of its dims (blocks x threads, grid-stride); host buffers live on
+  // Loops -> kernels: each top-level f32 contraction becomes a tiled GEMM
+  // kernel, each other top-level parallel loop one launch over all of its
+  // dims (blocks x threads, grid-stride); host buffers live on
   // the device, and one stream carries every copy, allocation and launch of
   // a call, synchronized once before it returns.
+  VMoEGPUContractionsPassOptions contractions;
+  contractions.mma = options.gpuMma;
+  pm.addNestedPass<func::FuncOp>(createVMoEGPUContractionsPass(contractions));
   pm.addNestedPass<func::FuncOp>(createVMoEGPULinalgToLoopsPass());
   VMoEGPUMapParallelLoopsPassOptions mapping;
   mapping.threadsPerBlock = options.threadsPerBlock;

@@ -48,7 +48,7 @@ struct GPUTranslationOptions {
       llvm::cl::init("/usr/local/cuda")};
   llvm::cl::opt<std::string> mma{
       "vmoe-gpu-mma",
-      llvm::cl::desc("Expert GEMMs of --vmoe-to-ptx/--vmoe-to-cubin: none "
+      llvm::cl::desc("GEMMs of --vmoe-to-ptx/--vmoe-to-cubin: none "
                      "(FP32 SIMT), tf32 or bf16 (mma.sync)"),
       llvm::cl::init("none")};
 };

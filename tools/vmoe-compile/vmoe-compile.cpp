@@ -80,8 +80,8 @@ cl::opt<std::string> gpuChip("gpu-chip",
                              cl::init("sm_90"), cl::cat(category));
 cl::opt<std::string> gpuMma(
     "gpu-mma",
-    cl::desc("--target=cuda: expert GEMMs on none (FP32 SIMT, the default), "
-             "tf32 or bf16 tensor cores"),
+    cl::desc("--target=cuda: GEMMs (experts, dense layers, attention) on "
+             "none (FP32 SIMT, the default), tf32 or bf16 tensor cores"),
     cl::init("none"), cl::cat(category));
 cl::opt<bool> gpuEmulate(
     "gpu-emulate",

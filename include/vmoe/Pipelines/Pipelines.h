@@ -124,8 +124,9 @@ struct VMoENVVMPipelineOptions
       llvm::cl::init(false)};
   PassOptions::Option<std::string> gpuMma{
       *this, "gpu-mma",
-      llvm::cl::desc("Expert GEMM instructions: none (FP32 SIMT, exact, the "
-                     "default), tf32 or bf16 (tensor cores, mma.sync)"),
+      llvm::cl::desc("GEMM instructions (experts, dense layers, attention): "
+                     "none (FP32 SIMT, exact, the default), tf32 or bf16 "
+                     "(tensor cores, mma.sync)"),
       llvm::cl::init("none")};
 };
 

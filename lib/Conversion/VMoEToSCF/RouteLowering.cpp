@@ -57,13 +57,14 @@ Value lowering::buildRouterLogits(OpBuilder &b, Location loc, Value x,
                                      mixedSizes(b, loc, router)[1]};
   Value init = filledTensor(b, loc, sizes, floatConst(b, loc, elementType, 0));
   GenericBuilder g{b, loc, 4}; // (g, s, d, e)
-  return linalg::GenericOp::create(
-             b, loc, init.getType(), ValueRange{x, router}, ValueRange{init},
-             {g.map({0, 1, 2}), g.map({2, 3}), g.map({0, 1, 3})},
-             {IteratorType::parallel, IteratorType::parallel,
-              IteratorType::reduction, IteratorType::parallel},
-             buildMultiplyAccumulateBody)
-      .getResult(0);
+  auto logits = linalg::GenericOp::create(
+      b, loc, init.getType(), ValueRange{x, router}, ValueRange{init},
+      {g.map({0, 1, 2}), g.map({2, 3}), g.map({0, 1, 3})},
+      {IteratorType::parallel, IteratorType::parallel, IteratorType::reduction,
+       IteratorType::parallel},
+      buildMultiplyAccumulateBody);
+  logits->setAttr(kRouterLogitsAttrName, b.getUnitAttr());
+  return logits.getResult(0);
 }
 
 Value lowering::addRouterNoise(OpBuilder &b, Location loc, Value logits,

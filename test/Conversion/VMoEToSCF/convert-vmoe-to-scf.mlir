@@ -1,10 +1,11 @@
 // RUN: vmoe-opt %s -split-input-file -convert-vmoe-to-scf | FileCheck %s
 
-// The router: a contraction with the reduction outside the expert loop, a
+// The router: a contraction with the reduction outside the expert loop
+// (marked vmoe.router_logits: the GPU path keeps it on FP32 products), a
 // four-step softmax, then per-token top-k in an scf.forall.
 // CHECK-LABEL: func.func @route_softmax_topk
 // CHECK-NOT: vmoe.route
-// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction", "parallel"]
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction", "parallel"]{{.*}}vmoe.router_logits
 // CHECK: arith.maximumf
 // CHECK: math.exp
 // CHECK: arith.addf

@@ -6,7 +6,7 @@
 // of vmoe.route (noise_std / E = 1/4), the softmax, and the load loss's
 // normal tail through erfc (f32).
 // CHECK-LABEL: func.func @router_losses_noisy
-// CHECK-NOT: vmoe.
+// CHECK-NOT: vmoe.router_losses
 // CHECK: %[[SCALE:.*]] = arith.constant 2.500000e-01 : f32
 // CHECK: linalg.generic
 // CHECK: arith.mulf %{{.*}}, %[[SCALE]] : f32

@@ -30,4 +30,16 @@
 #define GET_OP_CLASSES
 #include "vmoe/Dialect/VMoE/IR/VMoEOps.h.inc"
 
+namespace mlir::vmoe {
+
+/// The discardable unit attribute on the linalg contraction that computes
+/// router logits (convert-vmoe-to-scf): routing decisions (top-k, the BPR
+/// order, capacity drops) depend on their exact values, so the GPU path
+/// keeps them on FP32 products whatever GEMM instructions it uses for the
+/// rest (vmoe-gpu-contractions).
+inline constexpr llvm::StringLiteral kRouterLogitsAttrName =
+    "vmoe.router_logits";
+
+} // namespace mlir::vmoe
+
 #endif // VMOE_DIALECT_VMOE_IR_VMOE_H

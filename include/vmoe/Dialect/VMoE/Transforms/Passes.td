@@ -158,6 +158,67 @@ def VMoEGPULinalgToLoopsPass
                            "::mlir::memref::MemRefDialect"];
 }
 
+def VMoEGPUContractionsPass
+    : Pass<"vmoe-gpu-contractions", "::mlir::func::FuncOp"> {
+  let summary = "Buffer-level f32 contractions to tiled GEMM kernels";
+  let description = [{
+    Rewrites every buffer-level linalg op (generic or named) that is an f32
+    contraction into one tiled GEMM `gpu.launch` (vmoe/Codegen/GPUGemm.h:
+    64 x 64 tiles of the output per block, A and B staged through shared
+    memory), the kernel the expert GEMMs of `convert-vmoe-to-gpu` use. This
+    covers the dense MLP, the qkv and out projections, attention's Q K^T
+    and P V and the head, which `vmoe-gpu-linalg-to-loops` would otherwise
+    run as one thread per output element with the whole sum in the thread.
+
+    An op is rewritten when it has two f32 memref inputs and one f32 memref
+    output, projected-permutation indexing maps, a body `acc + a * b` or
+    `math.fma(a, b, acc)` (a, b the input elements, acc the output's), and
+    exactly one reduction dim k, indexing both inputs and not the output.
+    Every parallel dim must index the output. Among the parallel dims, those
+    indexing one input and not the other are row (m) or column (n)
+    candidates; there must be some of each. n is the candidate innermost in
+    the output (its input is B), m the innermost candidate of the other
+    input (A); every other parallel dim is a batch dim, linearized into the
+    kernel's batch index (the innermost fastest) and recovered by division.
+    Operands are read through the op's indexing maps, so strided, permuted
+    and transposed views are read in place; staging reads k with
+    neighbouring threads when k is the operand's last index. As linalg
+    defines it, the sum starts from the output's value and is accumulated
+    in k order (with `mma=none`, fma for fma: results equal the loops the
+    op would otherwise become). An output that was just set to +0.0 (a
+    `linalg.fill` of it, or a `memref.copy` into it from a buffer so
+    filled, with nothing in between writing it; the output a fresh
+    allocation) is not read: the sums start from 0.0, and the fill or copy
+    is erased unless something read the output in between (the kernel
+    writes every element).
+
+    Left alone: ops nested in `scf.forall`, `scf.parallel` or a kernel (they
+    run inside one thread), other element types, other bodies, several or
+    no reduction dims, products without a row or a column dim (matrix-vector
+    products), tensors, and outputs that are views of an input.
+
+    `mma=tf32|bf16` emits tensor-core kernels (`nvvm.mma.sync`) instead of
+    FP32 SIMT, except for contractions marked `vmoe.router_logits` (the
+    router product of convert-vmoe-to-scf), which stay on FP32 products:
+    routing decisions (top-k, the BPR order, capacity drops) depend on the
+    logits' exact values. Run it after bufferization and
+    `vmoe-contract-to-fma`, before `vmoe-gpu-linalg-to-loops`.
+  }];
+  let options = [
+    Option<"mma", "mma", "std::string", "\"none\"",
+           "GEMM instructions: none (FP32 SIMT), tf32 or bf16 (mma.sync)">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::NVVM::NVVMDialect",
+                           "::mlir::nvgpu::NVGPUDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 def VMoEGPUMergeKernelModulesPass
     : Pass<"vmoe-gpu-merge-kernel-modules", "::mlir::ModuleOp"> {
   let summary = "Merge the outlined gpu.module ops into one";
