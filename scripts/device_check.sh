@@ -6,12 +6,16 @@
 #   scripts/device_check.sh prepare   # here, after scripts/build.sh:
 #       builds the bundle build/device/ (~20 MB): the layer matrix lowered
 #       with vmoe-lower-to-nvvm and linked (check_layers --build-only), the
-#       bench layers of bench/gpu_layer_bench.py, the digits model for
-#       --target=cuda and its CPU logits, and the shared libraries the
+#       bench layers of bench/gpu_layer_bench.py, the dense and attention
+#       GEMM cases of vmoe_tools/check_contractions in the three GEMM modes,
+#       the digits model for --target=cuda and its CPU logits, and the
+#       shared libraries the
 #       executables need beyond libc. test/Integration/GPU/device-check-
 #       prepare.test runs it in check-vmoe.
 #   scripts/device_check.sh run       # on the GPU machine, with build/device:
-#       1. the layer matrix on the GPU against the PyTorch reference;
+#       1. the layer matrix on the GPU against the PyTorch reference, and
+#          the dense and attention GEMMs (SIMT, TF32, bf16) against PyTorch
+#          in float64;
 #       2. the digits model on the GPU against the CPU logits (1e-4), and its
 #          images/s;
 #       3. the MoE layers of bench/ (V-MoE-S/32 with 1 and 4 groups, B-size)
@@ -44,8 +48,14 @@ prepare() {
   (cd "$root/python" && "$py" -m vmoe_tools.check_layers \
     --vmoe-opt "$bin/vmoe-opt" --target cuda --gpu-chip "$chip" \
     --build-only --workdir "$bundle/cases") | tail -1
+  local mode
+  for mode in none tf32 bf16; do
+    (cd "$root/python" && "$py" -m vmoe_tools.check_contractions \
+      --vmoe-opt "$bin/vmoe-opt" --gpu --gpu-chip "$chip" --gpu-mma "$mode" \
+      --build-only --workdir "$bundle/contractions") | tail -1
+  done
   # Only what the run needs travels.
-  find "$bundle/cases" \( -name '*.ll' -o -name '*.mlir' \) -delete
+  find "$bundle/cases" "$bundle/contractions" \( -name '*.ll' -o -name '*.mlir' \) -delete
   "$py" "$root/bench/gpu_layer_bench.py" build --out "$bundle/layers" \
     --chip "$chip" --vmoe-opt "$bin/vmoe-opt"
   local model="$root/examples/digits/digits.json"
@@ -97,6 +107,20 @@ run() {
     status=1
     row "layer matrix vs PyTorch" FAIL "$(grep -m1 -E 'FAIL|ERROR|error' "$out/matrix.txt" || tail -1 "$out/matrix.txt")"
   fi
+
+  echo "== 1b. dense and attention GEMMs on the GPU vs PyTorch (float64)"
+  local mode rtol
+  for mode in none tf32 bf16; do
+    case "$mode" in none) rtol=1e-6 ;; tf32) rtol=2e-3 ;; bf16) rtol=1e-2 ;; esac
+    if (cd "$root/python" && timeout 60 "$py" -m vmoe_tools.check_contractions \
+          --gpu --prebuilt --gpu-mma "$mode" --rtol "$rtol" \
+          --workdir "$bundle/contractions") | tee "$out/contractions-$mode.txt"; then
+      row "dense GEMMs ($mode) vs PyTorch" PASS "$(tail -1 "$out/contractions-$mode.txt")"
+    else
+      status=1
+      row "dense GEMMs ($mode) vs PyTorch" FAIL "$(grep -m1 -E 'FAIL|error|cannot' "$out/contractions-$mode.txt" || tail -1 "$out/contractions-$mode.txt")"
+    fi
+  done
 
   echo "== 2. digits model on the GPU vs the CPU logits"
   export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -2,7 +2,7 @@
 
     cd python && /usr/bin/python3 -m vmoe_tools.check_contractions \\
         --vmoe-opt ../build/bin/vmoe-opt [--gpu-mma none|tf32|bf16]
-        [--rtol R] [--gpu] [--workdir DIR]
+        [--rtol R] [--gpu] [--workdir DIR] [--build-only | --prebuilt]
 
 Each case is one `linalg.generic` f32 contraction `C = C0 + sum_k A B` on
 tensors, with shapes that are no multiple of the kernels' tiles (64 x 64
@@ -187,6 +187,11 @@ def reference(case, inputs):
     return ref.numpy(), scale.numpy()
 
 
+def _library_path(workdir, args):
+    target = "gpu" if args.gpu else "emulator"
+    return os.path.join(workdir, f"contractions-{target}-{args.gpu_mma}.so")
+
+
 def _build(workdir, args):
     mlir = os.path.join(workdir, "contractions.mlir")
     with open(mlir, "w") as f:
@@ -201,7 +206,7 @@ def _build(workdir, args):
     ll = os.path.join(workdir, "contractions.ll")
     _run("mlir-translate", [args.mlir_translate, "--mlir-to-llvmir", lowered,
                             "-o", ll])
-    library = os.path.join(workdir, "contractions.so")
+    library = _library_path(workdir, args)
     _run("clang", [args.clang, "-shared", "-fPIC", "-O2", "-march=x86-64-v2",
                    "-Wno-override-module", ll, "-o", library, "-lm",
                    *_cuda_link_args(args.vmoe_opt, emulate=not args.gpu)])
@@ -245,7 +250,16 @@ def _parse_args(argv):
     parser.add_argument("--workdir",
                         help="keep the artifacts here (default: a temporary "
                              "directory, removed at exit)")
-    return parser.parse_args(argv)
+    parser.add_argument("--build-only", action="store_true",
+                        help="build the library into --workdir and stop "
+                             "(for a machine without LLVM: --prebuilt)")
+    parser.add_argument("--prebuilt", action="store_true",
+                        help="run the library --build-only left in "
+                             "--workdir (needs no LLVM, clang or vmoe-opt)")
+    args = parser.parse_args(argv)
+    if (args.build_only or args.prebuilt) and not args.workdir:
+        parser.error("--build-only and --prebuilt need --workdir")
+    return args
 
 
 def main(argv=None):
@@ -255,10 +269,20 @@ def main(argv=None):
         workdir = args.workdir or tmp
         os.makedirs(workdir, exist_ok=True)
         try:
-            library = ctypes.CDLL(_build(workdir, args))
+            path = (_library_path(workdir, args) if args.prebuilt
+                    else _build(workdir, args))
         except ToolError as error:
             print(f"check_contractions: {error.stage} failed: "
                   f"{' '.join(error.command)}\n{error.detail}",
+                  file=sys.stderr)
+            return 2
+        if args.build_only:
+            print(f"check_contractions: built {path}")
+            return 0
+        try:
+            library = ctypes.CDLL(path)
+        except OSError as error:
+            print(f"check_contractions: cannot load {path}: {error}",
                   file=sys.stderr)
             return 2
         failed, largest = 0, 0.0
