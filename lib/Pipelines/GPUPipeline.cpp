@@ -80,6 +80,8 @@ mlir::vmoe::buildVMoENVVMPipeline(OpPassManager &pm,
                             "computations),gpu-kernel-outlining,"
                             "func.func(gpu-async-region)")))
     return failure();
+  // Shared buffers 16-byte aligned (cp.async, ldmatrix, vector accesses).
+  pm.addPass(createVMoEGPUAlignWorkgroupMemoryPass());
   if (options.mergeKernelModules)
     pm.addPass(createVMoEGPUMergeKernelModulesPass());
   pm.addPass(createVMoEApproximateMathPass());

@@ -447,6 +447,9 @@ struct ModuleEmulation {
       }
     }
 
+    if (failed(placeSharedVariables(b, moved)))
+      return failure();
+
     // Registration: entries of the kernels and the shared variables.
     Location loc = module.getLoc();
     b.setInsertionPoint(ctor.getBody().front().getTerminator());
@@ -462,18 +465,11 @@ struct ModuleEmulation {
       calls.call(b, loc, "__vmoe_emu_register_kernel", calls.voidType(),
                  {tokenString, nameString, entryAddress});
     }
-    for (Operation *op : moved) {
-      auto global = dyn_cast<LLVM::GlobalOp>(op);
-      if (!global || global.getConstant())
-        continue;
-      uint64_t bytes = 0;
-      if (failed(sizeOf(global.getGlobalType(), bytes)))
-        return global.emitOpError("has a type the emulator cannot size");
-      Value address = LLVM::AddressOfOp::create(b, loc, calls.ptr(),
-                                                global.getSymName());
+    for (const SharedPlacement &shared : placements) {
+      Value address = sharedAddress(b, loc, shared);
       calls.call(b, loc, "__vmoe_emu_register_shared", calls.voidType(),
                  {tokenString, address,
-                  calls.constant(b, loc, calls.i64(), bytes)});
+                  calls.constant(b, loc, calls.i64(), shared.bytes)});
     }
 
     // The binary the host code loads: the token names the registration.
@@ -513,6 +509,82 @@ struct ModuleEmulation {
     LLVM::CallOp::create(b, loc, kernel, args);
     LLVM::ReturnOp::create(b, loc, ValueRange{});
     return entry;
+  }
+
+  /// Where a shared variable lives on the host: `offset` bytes into the
+  /// byte array `storage`.
+  struct SharedPlacement {
+    LLVM::GlobalOp storage;
+    uint64_t offset, bytes;
+  };
+  SmallVector<SharedPlacement> placements;
+
+  /// The address of a placed shared variable.
+  Value sharedAddress(OpBuilder &b, Location loc, SharedPlacement shared) {
+    Value base = LLVM::AddressOfOp::create(b, loc, calls.ptr(),
+                                           shared.storage.getSymName());
+    return LLVM::GEPOp::create(
+        b, loc, calls.ptr(), b.getI8Type(), base,
+        ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(shared.offset)});
+  }
+
+  /// Puts every shared variable (a non-constant global of the kernels) at
+  /// an address aligned exactly as it is declared and no more: A bytes into
+  /// a byte array aligned to 2A. So an access that needs more alignment
+  /// than the variable declares (a 16-byte cp.async or ldmatrix on a
+  /// `.align 4` buffer, which a GPU may or may not place well) fails here
+  /// every time instead of depending on where the host linker put it.
+  LogicalResult placeSharedVariables(OpBuilder &b,
+                                     SmallVectorImpl<Operation *> &moved) {
+    MLIRContext *ctx = host.getContext();
+    for (Operation *&op : moved) {
+      auto global = dyn_cast<LLVM::GlobalOp>(op);
+      if (!global || global.getConstant())
+        continue;
+      uint64_t bytes = 0, scalar = 0;
+      if (failed(sizeOf(global.getGlobalType(), bytes)) ||
+          failed(scalarSize(global.getGlobalType(), scalar)))
+        return global.emitOpError("has a type the emulator cannot size");
+      uint64_t align = global.getAlignment().value_or(scalar);
+      align = std::max<uint64_t>(align, 1);
+      b.setInsertionPoint(global);
+      auto storageType = LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8),
+                                                  align + bytes);
+      auto storage = LLVM::GlobalOp::create(
+          b, global.getLoc(), storageType, /*isConstant=*/false,
+          LLVM::Linkage::Internal, (global.getSymName() + "_storage").str(),
+          Attribute(), /*alignment=*/2 * align);
+      SharedPlacement placement{storage, align, bytes};
+      StringRef name = global.getSymName();
+      for (Operation *user : moved) {
+        SmallVector<LLVM::AddressOfOp> uses;
+        user->walk([&](LLVM::AddressOfOp address) {
+          if (address.getGlobalName() == name)
+            uses.push_back(address);
+        });
+        for (LLVM::AddressOfOp address : uses) {
+          b.setInsertionPoint(address);
+          address.getResult().replaceAllUsesWith(
+              sharedAddress(b, address.getLoc(), placement));
+          address.erase();
+        }
+      }
+      placements.push_back(placement);
+      global.erase();
+      op = storage;
+    }
+    return success();
+  }
+
+  /// Bytes of the scalars of a shared variable's type.
+  static LogicalResult scalarSize(Type type, uint64_t &bytes) {
+    if (auto array = dyn_cast<LLVM::LLVMArrayType>(type))
+      return scalarSize(array.getElementType(), bytes);
+    if (type.isIntOrFloat()) {
+      bytes = (type.getIntOrFloatBitWidth() + 7) / 8;
+      return success();
+    }
+    return failure();
   }
 
   /// Bytes of a shared variable's type (arrays of scalars, nested).
@@ -559,7 +631,7 @@ struct VMoEGPUEmulateKernelsPass
     b.setInsertionPointToStart(ctor.addEntryBlock(b));
     LLVM::ReturnOp::create(b, loc, ValueRange{});
     for (gpu::GPUModuleOp module : modules) {
-      ModuleEmulation emulation{host, module, calls, ctor};
+      ModuleEmulation emulation{host, module, calls, ctor, {}};
       if (failed(emulation.run()))
         return signalPassFailure();
     }

@@ -4,15 +4,18 @@
 // call: the body moves to the host under a prefixed name with host pointers,
 // an entry loads each argument from the argument array, a constructor
 // registers the entry and the shared variable, and the gpu.module becomes a
-// gpu.binary naming the registration. The host launch is unchanged.
+// gpu.binary naming the registration. The host launch is unchanged. The
+// shared variable (.align 16) sits 16 bytes into a byte array aligned to 32,
+// so it is 16-byte aligned and no more, as declared.
 // CHECK-LABEL: module attributes {gpu.container_module}
 // CHECK-NOT: gpu.module
 // CHECK-DAG: llvm.func @__nv_expf(f32) -> f32
-// CHECK-DAG: llvm.mlir.global internal @__vmoe_emu_kernels___wg_k_0() {addr_space = 0 : i32{{.*}}} : !llvm.array<32 x f32>
+// CHECK-DAG: llvm.mlir.global internal @__vmoe_emu_kernels___wg_k_0_storage() {addr_space = 0 : i32, alignment = 32 : i64} : !llvm.array<144 x i8>
 // CHECK: llvm.func internal @__vmoe_emu_kernels_k(%{{.*}}: !llvm.ptr, %{{.*}}: f32)
 // CHECK-NOT: nvvm.
 // CHECK:   llvm.call @__vmoe_emu_sreg(%{{.*}}) : (i32) -> i32
-// CHECK:   llvm.mlir.addressof @__vmoe_emu_kernels___wg_k_0 : !llvm.ptr
+// CHECK:   %[[STORAGE:.*]] = llvm.mlir.addressof @__vmoe_emu_kernels___wg_k_0_storage : !llvm.ptr
+// CHECK:   llvm.getelementptr %[[STORAGE]][16] : (!llvm.ptr) -> !llvm.ptr, i8
 // CHECK:   llvm.call @__vmoe_emu_barrier() : () -> ()
 // CHECK:   llvm.call @__nv_expf
 // CHECK: llvm.func internal @__vmoe_emu_kernels_k_entry(%[[PARAMS:.*]]: !llvm.ptr)

@@ -219,6 +219,27 @@ def VMoEGPUContractionsPass
                            "::mlir::vector::VectorDialect"];
 }
 
+def VMoEGPUAlignWorkgroupMemoryPass
+    : Pass<"vmoe-gpu-align-workgroup-memory", "::mlir::ModuleOp"> {
+  let summary = "Align the workgroup (shared) buffers of every GPU kernel";
+  let description = [{
+    Runs after `gpu-kernel-outlining`. Every workgroup attribution of a
+    `gpu.func` gets the `llvm.align` attribute `alignment` (or keeps a
+    larger one), which `convert-gpu-to-nvvm` turns into the alignment of
+    its `.shared` variable. Without it a `memref<...xf32>` attribution is
+    declared `.align 4`, and the 16-byte accesses of the GEMM kernels
+    (`cp.async` of 16 bytes, `ldmatrix`, 64- and 128-bit shared loads and
+    stores) would be misaligned whenever ptxas places the variable at an
+    address that is not a multiple of 16. Private attributions are left
+    alone.
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", /*default=*/"16",
+           "Least byte alignment of each workgroup buffer (a power of two)">
+  ];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 def VMoEGPUMergeKernelModulesPass
     : Pass<"vmoe-gpu-merge-kernel-modules", "::mlir::ModuleOp"> {
   let summary = "Merge the outlined gpu.module ops into one";
