@@ -298,7 +298,7 @@ void mlir::vmoe::emitGPUMmaGemm(OpBuilder &b, Location loc, Value batches,
     for (int64_t s = 0; s + 1 < kStages; ++s)
       token = issue(b, loc, cst(b, loc, s), cst(b, loc, s), chunksA, chunksB);
 
-    return scf::ForOp::create(
+    auto loop = scf::ForOp::create(
         b, loc, zero, kTiles, one, init,
         [&](OpBuilder &b, Location loc, Value kt, ValueRange acc) {
           // Tile kt has landed (this thread's copies, then everyone's), and
@@ -401,6 +401,11 @@ void mlir::vmoe::emitGPUMmaGemm(OpBuilder &b, Location loc, Value batches,
           }
           scf::YieldOp::create(b, loc, next);
         });
+    // The last kStages - 1 groups (zero-fills past the end of k) may still
+    // be in flight; they must land before the stages are reused (epilogue,
+    // next tile).
+    nvgpu::DeviceAsyncWaitOp::create(b, loc, token, b.getI32IntegerAttr(0));
+    return loop;
     };
     ValueRange sums;
     Value aligned = chunksA && chunksB

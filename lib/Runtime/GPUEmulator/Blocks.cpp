@@ -156,12 +156,18 @@ std::string where(const Thread &t) {
 void threadMain() {
   block->entry(block->params);
   Thread &t = *current;
-  // Copies still in flight land before the thread is gone.
+  // Copies still in flight: on a GPU they land at some time after their
+  // issue, possibly over shared memory the block uses for something else
+  // by then (a zero-fill of a stage the epilogue reuses). The emulator would
+  // land them late and hide that, so a thread that ends without waiting
+  // for all of its copies fails the launch.
+  size_t inFlight = t.pending.size();
   for (const std::vector<AsyncCopy> &group : t.groups)
-    for (const AsyncCopy &copy : group)
-      copy.perform();
-  for (const AsyncCopy &copy : t.pending)
-    copy.perform();
+    inFlight += group.size();
+  if (inFlight != 0 && block->error.empty())
+    block->error = where(t) + " exited with " + std::to_string(inFlight) +
+                   " cp.async copies not waited for (cp.async.wait_group 0 "
+                   "missing)";
   t.groups.clear();
   t.pending.clear();
   t.state = State::Done;

@@ -8,7 +8,8 @@
 // stages (no padding: XOR-swizzled chunks), filled by cp.async
 // (nvgpu.device_async_copy) 16 bytes at a time when the operand starts
 // 16-byte aligned (checked at run time), else 4 bytes at a time (a second
-// version of the k loop); one wait_group and one barrier per k tile; TF32
+// version of the k loop); one wait_group and one barrier per k tile, all
+// copies waited for after the loop (the last zero-fills); TF32
 // A fragments by ldmatrix.x4, 32 loop-carried accumulators, four m16n8k8
 // TF32 or two m16n8k16 bf16 mma.sync per k tile and mma tile; the
 // epilogue goes through shared memory (64-bit fragment stores, 128-bit
@@ -33,6 +34,7 @@
 // TF32:             nvgpu.ldmatrix %[[AS]]{{.*}} {numTiles = 4 : i32, transpose = false} : memref<3x64x32xf32, #gpu.address_space<workgroup>> -> vector<4x1xf32>
 // TF32:             arith.andi %{{.*}}, %c-8192_i32
 // TF32:             nvvm.mma.sync A[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] B[%{{.*}}, %{{.*}}] C[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<tf32>, multiplicandBPtxType = #nvvm.mma_type<tf32>, shape = #nvvm.shape<m = 16, n = 8, k = 8>} : (i32, i32, f32) -> !llvm.struct<(f32, f32, f32, f32)>
+// TF32:           nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
 // TF32:         } else {
 // TF32:           nvgpu.device_async_copy %{{.*}}, %[[AS]][%c0{{.*}}], 1, %{{.*}} :
 // TF32:           scf.for

@@ -221,8 +221,8 @@ module attributes {gpu.container_module} {
 
   // cp.async of in[0..256) into shared memory, 4 bytes per thread (the
   // last 8 threads copy 0 source bytes: zero fill), then out = shared. With
-  // %wait false, no wait_group: the copies land only when the thread ends,
-  // after its read, and the out values are the NaN of fresh shared memory.
+  // %wait false, no wait_group: the threads end with their copies in
+  // flight, which fails the launch.
   func.func @async_copy(%in: memref<256xf32>, %out: memref<256xf32>, %wait: i1) {
     %c1 = arith.constant 1 : index
     %c256 = arith.constant 256 : index
