@@ -182,6 +182,16 @@ std::optional<GPUMma> mlir::vmoe::parseGPUMma(llvm::StringRef name) {
   return std::nullopt;
 }
 
+std::optional<GPUMma> mlir::vmoe::parseGPUMmaOption(Operation *op,
+                                                    llvm::StringRef pass,
+                                                    llvm::StringRef name) {
+  std::optional<GPUMma> kind = parseGPUMma(name);
+  if (!kind)
+    op->emitError() << pass << ": mma must be none, tf32 or bf16, got '" << name
+                    << "'";
+  return kind;
+}
+
 void mlir::vmoe::emitGPUMmaGemm(OpBuilder &b, Location loc, Value batches,
                                 Value m, Value n, Value k,
                                 const GPUGemmAccessors &access, GPUMma mma) {

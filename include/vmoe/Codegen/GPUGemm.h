@@ -86,11 +86,17 @@ enum class GPUMma {
 /// Parses "none", "tf32" or "bf16".
 std::optional<GPUMma> parseGPUMma(llvm::StringRef name);
 
+/// parseGPUMma() of a pass's `mma` option; on a bad value emits
+/// "<pass>: mma must be none, tf32 or bf16, got '<name>'" on `op`.
+std::optional<GPUMma> parseGPUMmaOption(Operation *op, llvm::StringRef pass,
+                                        llvm::StringRef name);
+
 /// Emits the kernel of emitGPUGemm() on tensor cores (GPUMmaGemm.cpp):
 /// 64 x 64 tile per block, 4 warps of 32 x 32 (2 x 4 mma tiles of 16 x 8
-/// each, 32 FP32 accumulators per thread in registers), A and B staged in
-/// padded shared memory whose strides keep the fragment reads free of bank
-/// conflicts. `mma` must not be None.
+/// each, 32 FP32 accumulators per thread in registers), A and B copied by
+/// cp.async into a 3-stage ring of XOR-swizzled shared tiles (fragment reads
+/// free of bank conflicts), C stored through a shared tile. `mma` must not
+/// be None.
 void emitGPUMmaGemm(OpBuilder &b, Location loc, Value batches, Value m,
                     Value n, Value k, const GPUGemmAccessors &access,
                     GPUMma mma);

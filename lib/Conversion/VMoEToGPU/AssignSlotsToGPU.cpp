@@ -177,16 +177,6 @@ void SlotScan::emitWarp(OpBuilder &b, Location loc, Value w, Value lane) const {
                      });
 }
 
-/// memref.alloc of `type` with the dynamic sizes taken from `sizes`.
-Value alloc(OpBuilder &b, Location loc, MemRefType type,
-            ArrayRef<Value> sizes) {
-  SmallVector<Value> dynamic;
-  for (auto [size, value] : llvm::zip_equal(type.getShape(), sizes))
-    if (ShapedType::isDynamic(size))
-      dynamic.push_back(value);
-  return memref::AllocOp::create(b, loc, type, dynamic);
-}
-
 /// vmoe.assign_slots -> the -1 fill of slots, then the scan kernel.
 struct AssignSlotsToGPU : OpConversionPattern<AssignSlotsOp> {
   using OpConversionPattern::OpConversionPattern;
@@ -223,15 +213,16 @@ struct AssignSlotsToGPU : OpConversionPattern<AssignSlotsOp> {
 
     auto slotsType = MemRefType::get(
         cast<RankedTensorType>(op.getSlots().getType()).getShape(), i32);
-    scan.slots =
-        alloc(b, loc, slotsType, {scan.groups, scan.tokens, scan.choices});
+    scan.slots = allocWithSizes(b, loc, slotsType,
+                                {scan.groups, scan.tokens, scan.choices});
     linalg::FillOp::create(b, loc, ValueRange{i32Const(b, loc, -1)},
                            ValueRange{scan.slots});
-    scan.entries = alloc(b, loc, MemRefType::get(entriesType.getShape(), i32),
-                         {scan.experts, scan.groups, scan.capacity});
+    scan.entries =
+        allocWithSizes(b, loc, MemRefType::get(entriesType.getShape(), i32),
+                       {scan.experts, scan.groups, scan.capacity});
     auto fillType = MemRefType::get(
         cast<RankedTensorType>(op.getFill().getType()).getShape(), i32);
-    scan.fill = alloc(b, loc, fillType, {scan.experts, scan.groups});
+    scan.fill = allocWithSizes(b, loc, fillType, {scan.experts, scan.groups});
 
     emitLaunch(b, loc, scan);
 

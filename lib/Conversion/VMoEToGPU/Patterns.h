@@ -12,6 +12,7 @@
 #ifndef LIB_CONVERSION_VMOETOGPU_PATTERNS_H
 #define LIB_CONVERSION_VMOETOGPU_PATTERNS_H
 
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/DialectConversion.h"
 
@@ -21,6 +22,17 @@ namespace mlir::vmoe {
 /// illegal in `target`.
 void populateAssignSlotsToGPUPatterns(ConversionTarget &target,
                                       RewritePatternSet &patterns);
+
+/// memref.alloc of `type`; `sizes` holds a value for every dim of `type`,
+/// of which those of its dynamic dims are used.
+inline Value allocWithSizes(OpBuilder &b, Location loc, MemRefType type,
+                            ArrayRef<Value> sizes) {
+  SmallVector<Value> dynamic;
+  for (auto [size, value] : llvm::zip_equal(type.getShape(), sizes))
+    if (ShapedType::isDynamic(size))
+      dynamic.push_back(value);
+  return memref::AllocOp::create(b, loc, type, dynamic);
+}
 
 } // namespace mlir::vmoe
 

@@ -107,21 +107,13 @@ struct FusedExpertsToGPU : OpConversionPattern<FusedExpertsOp> {
         entriesType.getDimSize(0), xType.getDimSize(0),
         entriesType.getDimSize(2),
         cast<ShapedType>(op.getW1().getType()).getDimSize(2)};
-    SmallVector<Value> hiddenDims = {e, g, capacity, h}, hiddenSizes;
-    for (auto [size, value] : llvm::zip_equal(hiddenShape, hiddenDims))
-      if (ShapedType::isDynamic(size))
-        hiddenSizes.push_back(value);
-    auto hiddenType = MemRefType::get(hiddenShape, b.getF32Type());
     Value hidden =
-        memref::AllocOp::create(b, loc, hiddenType, hiddenSizes);
+        allocWithSizes(b, loc, MemRefType::get(hiddenShape, b.getF32Type()),
+                       {e, g, capacity, h});
     auto planesType = MemRefType::get(
         {k, xType.getDimSize(0), xType.getDimSize(1), xType.getDimSize(2)},
         b.getF32Type());
-    SmallVector<Value> planeSizes;
-    for (auto [i, size] : llvm::enumerate(planesType.getShape()))
-      if (ShapedType::isDynamic(size))
-        planeSizes.push_back(i == 1 ? g : i == 2 ? s : d);
-    Value planes = memref::AllocOp::create(b, loc, planesType, planeSizes);
+    Value planes = allocWithSizes(b, loc, planesType, {kIndex, g, s, d});
 
     // Batch entry z = e * G + g.
     auto expertOf = [&](OpBuilder &b, Location loc, Value z) {
@@ -208,13 +200,10 @@ struct ConvertVMoEToGPUPass
 
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
-    std::optional<GPUMma> kind = parseGPUMma(mma);
-    if (!kind) {
-      getOperation().emitError("convert-vmoe-to-gpu: mma must be none, tf32 "
-                               "or bf16, got '")
-          << mma << "'";
+    std::optional<GPUMma> kind =
+        parseGPUMmaOption(getOperation(), "convert-vmoe-to-gpu", mma);
+    if (!kind)
       return signalPassFailure();
-    }
     // Expert choice and Soft MoE are lowered for the CPU only (issue 11);
     // their loops would otherwise reach the kernel outliner and fail there.
     WalkResult cpuOnly = getOperation()->walk([](Operation *op) {

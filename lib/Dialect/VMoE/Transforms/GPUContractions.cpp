@@ -379,13 +379,10 @@ struct VMoEGPUContractionsPass
   using Base::Base;
 
   void runOnOperation() override {
-    std::optional<GPUMma> kind = parseGPUMma(mma);
-    if (!kind) {
-      getOperation().emitError("vmoe-gpu-contractions: mma must be none, "
-                               "tf32 or bf16, got '")
-          << mma << "'";
+    std::optional<GPUMma> kind =
+        parseGPUMmaOption(getOperation(), "vmoe-gpu-contractions", mma);
+    if (!kind)
       return signalPassFailure();
-    }
     SmallVector<std::pair<linalg::LinalgOp, GemmForm>> gemms;
     getOperation().walk([&](linalg::LinalgOp op) {
       FailureOr<GemmForm> form = matchGemm(op);
