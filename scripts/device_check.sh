@@ -33,6 +33,9 @@
 #   VMOE_GPU_CHIP       CUDA architecture (default: sm_90)
 #   VMOE_BIN_DIR        prepare: where vmoe-opt and vmoe-compile are
 #                       (default: build/bin)
+#   VMOE_DEVICE_SCOPE   prepare: full (default) builds every case of the
+#                       layer matrix and every bench layer; smoke (what
+#                       check-vmoe runs) the smoke subset and s32-g1 SIMT
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bundle="${VMOE_DEVICE_BUNDLE:-$root/build/device}"
@@ -44,10 +47,12 @@ prepare() {
   [ -x "$py" ] || py=python3
   local bin="${VMOE_BIN_DIR:-$root/build/bin}"
   [ -x "$bin/vmoe-compile" ] || { echo "device_check: build first (scripts/build.sh)" >&2; exit 1; }
+  local scope="${VMOE_DEVICE_SCOPE:-full}" sizes=()
+  [ "$scope" = full ] || sizes=(--sizes s32-g1 --mma none)
   rm -rf "$bundle" && mkdir -p "$bundle/lib"
   (cd "$root/python" && "$py" -m vmoe_tools.check_layers \
     --vmoe-opt "$bin/vmoe-opt" --target cuda --gpu-chip "$chip" \
-    --build-only --workdir "$bundle/cases") | tail -1
+    --scope "$scope" --build-only --workdir "$bundle/cases") | tail -1
   local mode
   for mode in none tf32 bf16; do
     (cd "$root/python" && "$py" -m vmoe_tools.check_contractions \
@@ -57,7 +62,7 @@ prepare() {
   # Only what the run needs travels.
   find "$bundle/cases" "$bundle/contractions" \( -name '*.ll' -o -name '*.mlir' \) -delete
   "$py" "$root/bench/gpu_layer_bench.py" build --out "$bundle/layers" \
-    --chip "$chip" --vmoe-opt "$bin/vmoe-opt"
+    --chip "$chip" --vmoe-opt "$bin/vmoe-opt" "${sizes[@]}"
   local model="$root/examples/digits/digits.json"
   "$bin/vmoe-compile" "$model" --target=cuda --gpu-chip="$chip" \
     --mcpu=x86-64-v2 -o "$bundle/digits-cuda"

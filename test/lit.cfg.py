@@ -45,6 +45,20 @@ if config.vmoe_sanitizer_runtime:
     config.environment["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
+# check-vmoe-full (lit --param vmoe_full=1, or VMOE_TEST_FULL=1): the heavy
+# variants too (docs/Testing.md). %vmoe_scope is the case scope of the
+# matrix tools' secondary pipelines: smoke by default, full there.
+full = (lit_config.params.get("vmoe_full") == "1"
+        or os.environ.get("VMOE_TEST_FULL") == "1")
+if full:
+    config.available_features.add("vmoe-full")
+config.substitutions.append(("%vmoe_scope", "full" if full else "smoke"))
+# Compiled case libraries keyed by their lowered MLIR (check_layers --cache),
+# shared by the tests and kept between runs.
+config.substitutions.append(
+    ("%vmoe_case_cache", os.path.join(config.vmoe_obj_root, "test",
+                                      "case-cache")))
+
 # The reference and golden-data generators need Debian's python3-torch, which
 # lives under /usr/bin/python3 (a python earlier on PATH may lack it).
 reference_python = "/usr/bin/python3"

@@ -190,6 +190,31 @@ def _matrix():
 
 CASES = _matrix()
 
+# The smoke subset (check_layers --scope smoke): every routing family, and
+# per family the edges that take their own code paths -- G > 1, E = 1 and
+# E = 32, B = 1, multiple_of, k = E, exact ties, an overflowing expert,
+# runtime capacity (0 too), activations, route order and normalization,
+# static B, odd sizes, masked padding at scan scale, blocks past 256. The
+# default suite runs the whole matrix with the default pipelines and this
+# subset with the secondary ones (docs/Testing.md).
+SMOKE = frozenset((
+    "vanilla_k2_e4_g3", "vanilla_k1_e1_c2", "bpr_max_k2_e32_g3",
+    "bpr_sum_k2_c1.05_e32_g3", "b1_bpr_max_k2_e32",
+    "round_multiple4_vanilla_k1_g3", "k_eq_e_bpr_max_c0.5",
+    "ties_bpr_max_k2_g3", "one_expert_bpr_sum_k2_g3",
+    "runtime_bpr_sum_ceil_multiple4", "runtime_zero_drops_all",
+    "act_silu_bpr_sum_k2_g3", "topk_softmax_normalize_bpr_sum_k2",
+    "static_b_bpr_max_k2_g3", "odd_sizes_bpr_max_k2",
+    "scan_g3_bpr_sum_k2_e37_valid",
+    "ec_c2_e4_g3", "ec_runtime_c0.5_g3", "ec_ties_g3", "ec_odd_sizes",
+    "ec_wide",
+    "soft_p1_g3", "soft_pe_above_s_scale_x", "soft_odd_sizes_g3",
+    "soft_wide",
+    "dec_mixtral_c1_g3", "dec_switch_dropless_g3", "dec_odd_sizes_shared",
+    "dec_losses_noisy_k2_g3", "dec_wide",
+))
+assert SMOKE <= {case["name"] for case in CASES}, "unknown SMOKE case"
+
 
 # ----------------------------------------------------------------- inputs
 

@@ -17,7 +17,10 @@ shows them too), which a floor of 1e-3 would reject.
 
 Exit status: 0 all pass, 1 a result mismatch, 2 a tool failure (its stderr
 is printed; takes precedence over 1). Cases are built by 2 concurrent jobs
-(threads driving the tools); nothing is cached.
+(threads driving the tools). `--scope smoke` runs the subset cases.SMOKE;
+`--threads 1,2` runs each library with both counts and requires
+bit-identical outputs; `--cache DIR` reuses libraries compiled from the
+same lowered MLIR (vmoe_tools.library_cache).
 """
 
 import argparse
@@ -32,7 +35,7 @@ import tempfile
 
 import numpy as np
 
-from . import cases
+from . import cases, library_cache
 
 _PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _REPO = os.path.dirname(_PYTHON_DIR)
@@ -102,27 +105,50 @@ def build_and_run(case_dir, args):
                           *args.pipeline_args, "-o", path("lowered.mlir")])
         if args.verify_only:
             return None
-        _run("mlir-translate", [args.mlir_translate, "--mlir-to-llvmir",
-                                path("lowered.mlir"), "-o", path("case.ll")])
         # --as-needed: GPU cases do not use OpenMP, and a GPU machine that
         # runs --prebuilt cases may not have LLVM's libomp.
-        _run("clang", [args.clang, "-shared", "-fPIC", "-O2", args.march,
-                       "-Wno-override-module", path("case.ll"), "-o",
-                       path("case.so"), "-Wl,--as-needed", f"-L{_LLVM_LIB}",
-                       f"-Wl,-rpath,{_LLVM_LIB}", "-lomp", "-lm",
-                       *args.extra_link_args])
-    env = dict(os.environ)
-    if args.threads:
-        env["OMP_NUM_THREADS"] = str(args.threads)
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (_PYTHON_DIR, env.get("PYTHONPATH")) if p)
+        clang_args = ["-shared", "-fPIC", "-O2", args.march,
+                      "-Wno-override-module", "-Wl,--as-needed",
+                      f"-L{_LLVM_LIB}", f"-Wl,-rpath,{_LLVM_LIB}", "-lomp",
+                      "-lm", *args.extra_link_args]
+        cached = library_cache.lookup(args.cache, path("lowered.mlir"),
+                                      [args.mlir_translate, args.clang,
+                                       *clang_args])
+        if not cached.fetch(path("case.so")):
+            _run("mlir-translate", [args.mlir_translate, "--mlir-to-llvmir",
+                                    path("lowered.mlir"), "-o",
+                                    path("case.ll")])
+            _run("clang", [args.clang, path("case.ll"), "-o",
+                           path("case.so"), *clang_args])
+            cached.store(path("case.so"))
     if args.build_only:
         return None
-    run_args = ["--device"] if args.target == "cuda" else []
-    _run("run", [sys.executable, "-m", "vmoe_tools.run_case", case_dir,
-                 *run_args], env=env)
-    with np.load(path("outputs.npz")) as outputs:
-        return {name: outputs[name] for name in outputs.files}
+    results = []
+    for threads in args.thread_counts:
+        env = dict(os.environ)
+        if threads:
+            env["OMP_NUM_THREADS"] = str(threads)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (_PYTHON_DIR, env.get("PYTHONPATH")) if p)
+        run_args = ["--device"] if args.target == "cuda" else []
+        _run("run", [sys.executable, "-m", "vmoe_tools.run_case", case_dir,
+                     *run_args], env=env)
+        with np.load(path("outputs.npz")) as outputs:
+            results.append({name: outputs[name] for name in outputs.files})
+    for threads, other in zip(args.thread_counts[1:], results[1:]):
+        if not same_bits(results[0], other):
+            raise ToolError("run", [f"OMP_NUM_THREADS={threads}"],
+                            f"outputs with {threads} threads differ from "
+                            f"those with {args.thread_counts[0]} (not "
+                            "bit-identical)")
+    return results[0]
+
+
+def same_bits(first, second):
+    """Whether two output dicts hold the same arrays, bit for bit."""
+    return sorted(first) == sorted(second) and all(
+        first[k].dtype == second[k].dtype and first[k].shape == second[k].shape
+        and first[k].tobytes() == second[k].tobytes() for k in first)
 
 
 def compare(ref, got, rtol, floor):
@@ -222,9 +248,25 @@ def parse_args(argv):
                         help="with --target cuda: the GEMM instructions "
                              "(vmoe-lower-to-nvvm gpu-mma)")
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=0,
+    parser.add_argument("--threads", default="0",
                         help="OMP_NUM_THREADS of the compiled code (for "
-                             "parallel=true; default: the runtime's)")
+                             "parallel=true; default: the runtime's); a "
+                             "comma list such as 1,2 runs each library with "
+                             "every count, and the outputs must be "
+                             "bit-identical")
+    parser.add_argument("--scope", choices=("full", "smoke"), default="full",
+                        help="smoke: only the cases of cases.SMOKE, a subset "
+                             "covering every routing family and edge kind "
+                             "(the default suite's secondary pipelines); "
+                             "full: every case (default)")
+    parser.add_argument("--smoke-cases", metavar="NAME,...",
+                        help="with --scope smoke: these cases instead of "
+                             "cases.SMOKE")
+    parser.add_argument("--cache",
+                        help="a folder of compiled case libraries keyed by "
+                             "the lowered MLIR and the tool arguments: a "
+                             "case whose lowering is already there is not "
+                             "translated and compiled again")
     parser.add_argument("--rtol", type=float, default=1e-5)
     parser.add_argument("--floor", type=float, default=0.1,
                         help="absolute tolerance as a fraction of max|ref|, "
@@ -243,6 +285,12 @@ def parse_args(argv):
     parser.add_argument("--list", action="store_true",
                         help="list the selected cases and exit")
     args = parser.parse_args(argv)
+    try:
+        args.thread_counts = [int(t) for t in args.threads.split(",")]
+    except ValueError:
+        parser.error(f"--threads {args.threads!r}: expected N or N,M,...")
+    if any(t < 0 for t in args.thread_counts):
+        parser.error(f"--threads {args.threads!r}: counts must be >= 0")
     if args.prebuilt and not args.workdir:
         parser.error("--prebuilt needs --workdir")
     # Host code of GPU cases may run on another machine's CPU.
@@ -287,7 +335,16 @@ def _describe(case):
 
 def main(argv=None):
     args = parse_args(argv)
-    selected = [c for c in cases.CASES if args.filter in c["name"]]
+    smoke = cases.SMOKE
+    if args.smoke_cases:
+        smoke = set(args.smoke_cases.split(","))
+        unknown = smoke - {c["name"] for c in cases.CASES}
+        if unknown:
+            print(f"check_layers: --smoke-cases: unknown cases "
+                  f"{sorted(unknown)}")
+            return 2
+    selected = [c for c in cases.CASES if args.filter in c["name"]
+                and (args.scope == "full" or c["name"] in smoke)]
     if args.target == "cuda":
         # Expert choice, Soft MoE and decoder blocks: CPU only (issue 11).
         cpu_only = [c for c in selected if c["routing"] in CPU_ONLY]
@@ -352,9 +409,14 @@ def _check(selected, workdir, args):
                       f"{ref['choices'] if 'choices' in ref else ref['ids'].size}",
                       flush=True)
     largest = f"{worst[0]:.2e} ({worst[1]})" if worst[1] else "n/a"
+    threads = ("" if args.thread_counts == [0] else
+               f", threads {args.threads} bit-identical")
     print(f"check_layers: {len(selected)} cases, {passed} passed, "
           f"{mismatched} mismatched, {broken} tool failures; largest "
-          f"max_rel_err={largest}, rtol={args.rtol}")
+          f"max_rel_err={largest}, rtol={args.rtol}{threads}")
+    if args.cache:
+        print(f"check_layers: {library_cache.HITS} of {len(selected)} "
+              "libraries from the cache")
     if broken or mismatched:
         print(f"artifacts in {workdir}" if args.workdir else
               "rerun with --workdir DIR to keep the artifacts")
