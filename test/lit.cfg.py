@@ -53,6 +53,11 @@ full = (lit_config.params.get("vmoe_full") == "1"
 if full:
     config.available_features.add("vmoe-full")
 config.substitutions.append(("%vmoe_scope", "full" if full else "smoke"))
+# A filter for image lists of whole-model runs whose extra images add no
+# coverage (the same kernels on more data): the first 40 lines in
+# check-vmoe, every line in check-vmoe-full.
+config.substitutions.append(("%vmoe_sample_lines",
+                             "cat" if full else "head -n 40"))
 # Compiled case libraries keyed by their lowered MLIR (check_layers --cache),
 # shared by the tests and kept between runs.
 config.substitutions.append(
