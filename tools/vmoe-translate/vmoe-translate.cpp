@@ -28,6 +28,7 @@
 #include "mlir/Support/Timing.h"
 #include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
 #include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/WithColor.h"
 
@@ -41,6 +42,27 @@ namespace {
 /// The values of mlirTranslateMain's --verify-diagnostics.
 enum class VerifyLevel { All, OnlyExpected };
 } // namespace
+
+/// The options of the GPU translations (lib/Target/VMoEToGPUBinary.cpp)
+/// are unused by the others: an error when given without --vmoe-to-ptx or
+/// --vmoe-to-cubin.
+static std::optional<std::string> checkGPUOptionsUsed(int argc, char **argv) {
+  for (llvm::StringRef arg : llvm::ArrayRef<char *>(argv + 1, argc - 1)) {
+    arg = arg.drop_while([](char c) { return c == '-'; });
+    if (arg == "vmoe-to-ptx" || arg == "vmoe-to-cubin")
+      return std::nullopt;
+  }
+  auto &options = cl::getRegisteredOptions();
+  for (llvm::StringRef name :
+       {"vmoe-gpu-chip", "vmoe-cuda-path", "vmoe-gpu-mma"}) {
+    auto it = options.find(name);
+    if (it != options.end() && it->second->getNumOccurrences())
+      return ("--" + name + ": only used with --vmoe-to-ptx and "
+                            "--vmoe-to-cubin")
+          .str();
+  }
+  return std::nullopt;
+}
 
 /// Parses the command line with the options mlirTranslateMain (MLIR 22)
 /// registers, which exist only inside it; on success sets `input` to the
@@ -80,6 +102,8 @@ static std::optional<std::string> parseCommandLine(int argc, char **argv,
       translations("", cl::desc("Translations to perform"), cl::Required);
   std::optional<std::string> error = vmoe::parseCommandLineOneLine(
       argc, argv, "vmoe translation driver\n");
+  if (!error)
+    error = checkGPUOptionsUsed(argc, argv);
   input = inputFilename;
   for (cl::Option *option : std::initializer_list<cl::Option *>{
            &inputFilename, &outputFilename, &allowUnregistered,
