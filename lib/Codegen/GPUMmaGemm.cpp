@@ -53,6 +53,8 @@
 
 #include "GPUGemmStaging.h"
 
+#include "vmoe/Support/OptionChecks.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -182,14 +184,9 @@ std::optional<GPUMma> mlir::vmoe::parseGPUMma(llvm::StringRef name) {
   return std::nullopt;
 }
 
-std::optional<GPUMma> mlir::vmoe::parseGPUMmaOption(Operation *op,
-                                                    llvm::StringRef pass,
-                                                    llvm::StringRef name) {
-  std::optional<GPUMma> kind = parseGPUMma(name);
-  if (!kind)
-    op->emitError() << pass << ": mma must be none, tf32 or bf16, got '" << name
-                    << "'";
-  return kind;
+llvm::Error mlir::vmoe::checkGPUMmaOption(llvm::StringRef option,
+                                          llvm::StringRef name) {
+  return ::vmoe::checkChoice(option, name, {"none", "tf32", "bf16"});
 }
 
 void mlir::vmoe::emitGPUMmaGemm(OpBuilder &b, Location loc, Value batches,

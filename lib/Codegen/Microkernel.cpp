@@ -39,6 +39,7 @@
 #include "vmoe/Codegen/Microkernel.h"
 
 #include "vmoe/Codegen/BF16Pairs.h"
+#include "vmoe/Support/OptionChecks.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -48,6 +49,20 @@
 
 using namespace mlir;
 using namespace mlir::vmoe;
+
+llvm::Error mlir::vmoe::checkMicrokernelOptions(int64_t lanes, int64_t rows,
+                                                int64_t vectors,
+                                                bool zeroMeansDefault) {
+  if (llvm::Error e = ::vmoe::checkRange("vector-width", lanes, 1,
+                                         kMaxMicrokernelLanes))
+    return e;
+  int64_t least = zeroMeansDefault ? 0 : 1;
+  if (llvm::Error e =
+          ::vmoe::checkRange("tile-rows", rows, least, kMaxMicrokernelRows))
+    return e;
+  return ::vmoe::checkRange("tile-vectors", vectors, least,
+                            kMaxMicrokernelVectors);
+}
 
 Value mlir::vmoe::loadVector(OpBuilder &b, Location loc, VectorType type,
                              Value base, ValueRange indices, Value mask) {

@@ -35,7 +35,6 @@
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
-#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
@@ -143,19 +142,4 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
-}
-
-void mlir::vmoe::registerVMoEPipelines() {
-  PassPipelineRegistration<VMoECPUPipelineOptions>(
-      "vmoe-lower-to-cpu",
-      "Lower vmoe (tensors) to the LLVM dialect for the host CPU",
-      buildVMoECPUPipeline);
-  PassPipelineRegistration<VMoENVVMPipelineOptions>(
-      "vmoe-lower-to-nvvm",
-      "Lower vmoe (tensors) to host LLVM code launching NVVM kernels (cubin)",
-      [](OpPassManager &pm, const VMoENVVMPipelineOptions &options) {
-        if (failed(buildVMoENVVMPipeline(pm, options)))
-          llvm::report_fatal_error("vmoe-lower-to-nvvm: a pass is not "
-                                   "registered");
-      });
 }

@@ -10,6 +10,12 @@
 
 #include "Distributed.h"
 
+#include "vmoe/Dialect/VMoE/IR/Capacity.h"
+
+#include <cerrno>
+
+#include <unistd.h>
+
 using namespace vmoe::runtime;
 
 static Distribution *installed = nullptr;
@@ -34,8 +40,31 @@ bool vmoe::runtime::ownsImage(int64_t index, int64_t batch) {
   return (index / batch) % installed->size() == installed->rank();
 }
 
-bool vmoe::runtime::agreeToRun(bool ok) {
-  return installed ? installed->agree(ok) : ok;
+bool vmoe::runtime::agreeToRun(bool ok,
+                               llvm::ArrayRef<RunSetting> settings) {
+  return installed ? installed->agree(ok, settings) : ok;
+}
+
+void vmoe::runtime::printErrorLine(const std::string &message) {
+  std::string line = "error: " + rankPrefix() + message + "\n";
+  // One write(2): a pipe (mpirun's) takes up to PIPE_BUF bytes atomically.
+  for (size_t done = 0; done < line.size();) {
+    ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+std::string vmoe::runtime::formatSetting(const RunSetting &setting,
+                                         double value) {
+  auto index = static_cast<size_t>(value);
+  if (!setting.valueNames.empty() && value >= 0 &&
+      index < setting.valueNames.size() && static_cast<double>(index) == value)
+    return setting.valueNames[index];
+  return vmoe::formatShortest(value);
 }
 
 bool vmoe::runtime::isPrintingProcess() {

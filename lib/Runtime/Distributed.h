@@ -16,10 +16,25 @@
 #ifndef LIB_RUNTIME_DISTRIBUTED_H
 #define LIB_RUNTIME_DISTRIBUTED_H
 
+#include "llvm/ADT/ArrayRef.h"
+
 #include <cstdint>
 #include <string>
 
 namespace vmoe::runtime {
+
+/// A setting every process of a run must share (docs/Distributed.md §1):
+/// the processes compute one run together and rank 0 prints it, so a
+/// process given another image count, capacity ratio or printing option
+/// would hang the exchanges or print what another process asked for.
+struct RunSetting {
+  /// What the setting is, as messages name it ("--capacity-ratio").
+  const char *name;
+  double value;
+  /// Names of the values 0, 1, ... of an enumerated setting (else the
+  /// value is printed as a number).
+  llvm::ArrayRef<const char *> valueNames = {};
+};
 
 /// The processes of one run of an expert parallel model.
 class Distribution {
@@ -34,9 +49,12 @@ public:
   /// Concatenates the `count` floats of every process in rank order into
   /// `all` (size() * count floats) on every process.
   virtual void gatherAll(const float *mine, int64_t count, float *all) = 0;
-  /// Whether every process is `ok`: the agreed error path before the first
-  /// collective of a run. Each process calls it once.
-  virtual bool agree(bool ok) = 0;
+  /// Whether every process is `ok` and then has the same `settings` (in
+  /// the same order): the agreed error path before the first collective of
+  /// a run. A process that is not ok said why; on different settings every
+  /// process prints one line naming the first that differs. Each process
+  /// calls it once.
+  virtual bool agree(bool ok, llvm::ArrayRef<RunSetting> settings) = 0;
   /// Ends every process after an error only this one saw (after agree()).
   [[noreturn]] virtual void abort(const std::string &message) = 0;
 
@@ -58,8 +76,16 @@ std::string rankPrefix();
 /// one-process run is rank r's (docs/Distributed.md §2).
 bool ownsImage(int64_t index, int64_t batch);
 
-/// agree(ok) under a distribution, else `ok`.
-bool agreeToRun(bool ok);
+/// agree(ok, settings) under a distribution, else `ok`.
+bool agreeToRun(bool ok, llvm::ArrayRef<RunSetting> settings);
+
+/// "error: <rankPrefix()><message>" and a newline on stderr in one write,
+/// so that the lines of processes failing at once do not interleave.
+void printErrorLine(const std::string &message);
+
+/// `setting`'s value for messages: its value name, else the shortest
+/// decimal that reads back as the value.
+std::string formatSetting(const RunSetting &setting, double value);
 
 /// Whether this process prints results (rank 0, or the only process).
 bool isPrintingProcess();

@@ -9,8 +9,11 @@
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
@@ -24,6 +27,56 @@ static llvm::Error makeError(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
+/// The native target and what it knows of subtargets.
+static llvm::Expected<std::unique_ptr<llvm::MCSubtargetInfo>>
+nativeSubtargetInfo(llvm::Triple &triple) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  triple = llvm::Triple(llvm::sys::getDefaultTargetTriple());
+  std::string error;
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return makeError("no target for " + triple.str() + ": " + error);
+  std::unique_ptr<llvm::MCSubtargetInfo> info(
+      target->createMCSubtargetInfo(triple, "", ""));
+  if (!info)
+    return makeError("no subtarget information for " + triple.str());
+  return info;
+}
+
+llvm::Error mlir::vmoe::checkCPU(llvm::StringRef cpu) {
+  llvm::Triple triple;
+  auto info = nativeSubtargetInfo(triple);
+  if (!info)
+    return info.takeError();
+  if (cpu == "native" || (*info)->isCPUStringValid(cpu))
+    return llvm::Error::success();
+  return makeError("unknown CPU '" + cpu + "' for " + triple.str() +
+                   " (llc -mcpu=help lists them)");
+}
+
+llvm::Error mlir::vmoe::checkFeatures(llvm::StringRef features) {
+  llvm::Triple triple;
+  auto info = nativeSubtargetInfo(triple);
+  if (!info)
+    return info.takeError();
+  for (llvm::StringRef feature : llvm::split(features, ',')) {
+    llvm::StringRef name = feature.trim();
+    if (name.empty())
+      continue;
+    if (!name.consume_front("+"))
+      name.consume_front("-");
+    if (!llvm::any_of((*info)->getAllProcessorFeatures(),
+                      [&](const llvm::SubtargetFeatureKV &known) {
+                        return name == known.Key;
+                      }))
+      return makeError("unknown feature '" + feature.trim() + "' for " +
+                       triple.str() + " (llc -mattr=help lists them)");
+  }
+  return llvm::Error::success();
+}
+
 llvm::Expected<std::unique_ptr<llvm::TargetMachine>>
 mlir::vmoe::createTargetMachine(const CodegenOptions &options) {
   llvm::InitializeNativeTarget();
@@ -33,6 +86,10 @@ mlir::vmoe::createTargetMachine(const CodegenOptions &options) {
   const llvm::Target *target = llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
     return makeError("no target for " + triple.str() + ": " + error);
+  if (llvm::Error problem = checkCPU(options.cpu))
+    return std::move(problem);
+  if (llvm::Error problem = checkFeatures(options.features))
+    return std::move(problem);
   std::string cpu = options.cpu;
   llvm::SubtargetFeatures features;
   if (cpu == "native") {

@@ -14,6 +14,7 @@
 
 #include "vmoe/Target/Translations.h"
 
+#include "vmoe/Codegen/GPUGemm.h"
 #include "vmoe/InitVMoE.h"
 #include "vmoe/Pipelines/Pipelines.h"
 
@@ -71,6 +72,15 @@ static LogicalResult lowerToKernels(Operation *op, raw_ostream &os,
   options.chip = getOptions().chip;
   options.toolkit = getOptions().cudaPath;
   options.gpuMma = getOptions().mma;
+  // The translation's options, named as on the command line.
+  llvm::Error bad = vmoe::checkGPUChip("--vmoe-gpu-chip", options.chip);
+  if (!bad)
+    bad = vmoe::checkCUDAToolkitPath("--vmoe-cuda-path", options.toolkit);
+  if (!bad)
+    bad = vmoe::checkGPUMmaOption("--vmoe-gpu-mma", options.gpuMma);
+  if (bad)
+    return emitError(module.getLoc())
+           << name << ": " << llvm::toString(std::move(bad));
   options.format = format == KernelFormat::PTX ? "isa" : "bin";
   // One PTX module or cubin for all kernels.
   options.mergeKernelModules = true;

@@ -13,11 +13,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "vmoe/Codegen/GPUGemm.h"
+#include "vmoe/Codegen/Microkernel.h"
 #include "vmoe/Frontend/ModelBuilder.h"
 #include "vmoe/Frontend/ModelDescription.h"
 #include "vmoe/Frontend/SizeLimits.h"
 #include "vmoe/InitVMoE.h"
 #include "vmoe/Pipelines/Pipelines.h"
+#include "vmoe/Support/Limits.h"
+#include "vmoe/Support/OneLineErrors.h"
+#include "vmoe/Support/OptionChecks.h"
 #include "vmoe/Target/ObjectCodegen.h"
 
 #include "mlir/IR/AsmState.h"
@@ -176,6 +180,171 @@ static int fail(const llvm::Twine &message) {
   return 1;
 }
 
+/// An error naming the option `option` ("--k: ...").
+static llvm::Error optionError(const cl::Option &option,
+                               const llvm::Twine &problem) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "--" + option.ArgStr + ": " + problem);
+}
+
+/// Whether `option` was given on the command line.
+static bool given(const cl::Option &option) {
+  return option.getNumOccurrences() > 0;
+}
+
+/// Checks every option that does not depend on the input's contents
+/// (values, ranges, and options the other options make unused), before the
+/// input is read: a bad command line is one line and no output, whatever
+/// --emit says.
+static llvm::Error checkOptions(bool isModel) {
+  if (llvm::Error e =
+          ::vmoe::checkChoice("--target:", target, {"cpu", "cuda"}))
+    return e;
+  if (optLevel > 3)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "-O" + llvm::Twine(optLevel.getValue()) +
+                                       ": the level must be 0-3");
+  bool cuda = target == "cuda";
+  for (const cl::Option *option :
+       std::initializer_list<const cl::Option *>{&gpuChip, &gpuMma,
+                                                 &gpuEmulate, &cudaPath})
+    if (given(*option) && !cuda)
+      return optionError(*option, "only used with --target=cuda");
+  for (const cl::Option *option : std::initializer_list<const cl::Option *>{
+           &vectorWidth, &parallel, &dynamicSchedule, &parallelLinalg})
+    if (given(*option) && cuda)
+      return optionError(*option, "only used with --target=cpu");
+  for (const cl::Option *option :
+       std::initializer_list<const cl::Option *>{&dynamicSchedule,
+                                                 &parallelLinalg})
+    if (given(*option) && !parallel)
+      return optionError(*option, "only used with --parallel (OpenMP "
+                                  "threads)");
+  for (const cl::Option *option :
+       std::initializer_list<const cl::Option *>{&gpuChip, &cudaPath})
+    if (given(*option) && gpuEmulate)
+      return optionError(*option, "not used with --gpu-emulate (the kernels "
+                                  "run on the host CPU)");
+  if (cuda) {
+    if (llvm::Error e = mlir::vmoe::checkGPUChip("--gpu-chip:", gpuChip))
+      return e;
+    if (llvm::Error e = mlir::vmoe::checkCUDAToolkitPath("--cuda-path:", cudaPath))
+      return e;
+    if (llvm::Error e = mlir::vmoe::checkGPUMmaOption("--gpu-mma:", gpuMma))
+      return e;
+  }
+  // 0: 16 lanes with AVX-512, else 8.
+  if (llvm::Error e = ::vmoe::checkRange("--vector-width:", vectorWidth, 0,
+                                         mlir::vmoe::kMaxMicrokernelLanes))
+    return e;
+  if (llvm::Error e =
+          ::vmoe::checkChoice("--precision:", precision, {"f32", "bf16"}))
+    return e;
+  if (given(expertParallel)) {
+    if (llvm::Error e = ::vmoe::checkRange("--expert-parallel:",
+                                           expertParallel, 1,
+                                           ::vmoe::limits::kMaxDimension))
+      return e;
+    if (cuda)
+      return optionError(expertParallel, "only the cpu target runs over MPI");
+    if (emit == Emit::Lib)
+      return optionError(expertParallel,
+                         "needs --emit=exe (the MPI main) or an earlier "
+                         "stage, not --emit=lib");
+  }
+  if (given(seed) && !training)
+    return optionError(seed, "only used with --training");
+  if (isModel)
+    return llvm::Error::success();
+  if (emit == Emit::Lib || emit == Emit::Exe)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "--emit=lib and --emit=exe need a model "
+                                   "description, not a .mlir module");
+  for (const cl::Option *option : std::initializer_list<const cl::Option *>{
+           &routing, &score, &capacityRatio, &maxCapacityRatio, &capacityRule,
+           &numChoices, &groupSize, &groupsPerBatch, &training, &precision})
+    if (given(*option))
+      return optionError(*option, "only used with a model description, not "
+                                  "a .mlir module");
+  return llvm::Error::success();
+}
+
+/// Whether some MoE layer of `model` reads the `moe` field an override
+/// option sets: `reads(layer)` for the layer's settings, unless its
+/// moe.overrides entry sets the field itself (`overridden(entry)`).
+static bool someLayerReads(
+    const frontend::ModelDescription &model,
+    llvm::function_ref<bool(const frontend::MoESettings &)> reads,
+    llvm::function_ref<bool(const frontend::MoEOverride &)> overridden) {
+  for (int64_t block : model.moeBlocks()) {
+    const frontend::MoEOverride *entry = nullptr;
+    for (const frontend::MoEOverride &candidate : model.moe.overrides)
+      if (llvm::is_contained(candidate.blocks, block))
+        entry = &candidate;
+    if (!(entry && overridden(*entry)) && reads(model.layerSettings(block)))
+      return true;
+  }
+  return false;
+}
+
+/// An override option no MoE layer reads is an error, not a silent no-op
+/// (--k with expert choice routing, --score without BPR, ...).
+static llvm::Error checkOverridesUsed(const frontend::ModelDescription &model) {
+  using frontend::MoEOverride;
+  using frontend::MoESettings;
+  const cl::Option *moeOptions[] = {&routing,         &score,
+                                    &capacityRatio,   &maxCapacityRatio,
+                                    &capacityRule,    &numChoices,
+                                    &groupSize};
+  for (const cl::Option *option : moeOptions)
+    if (given(*option) && (!model.hasMoE || model.moeBlocks().empty()))
+      return optionError(*option, "the model has no MoE layer");
+  auto never = [](const MoEOverride &) { return false; };
+  if (given(routing) &&
+      !someLayerReads(
+          model, [](const MoESettings &) { return true; },
+          [](const MoEOverride &e) { return e.routing.has_value(); }))
+    return optionError(routing, "every MoE block sets its routing in "
+                                "moe.overrides");
+  if (given(numChoices) &&
+      !someLayerReads(
+          model, [](const MoESettings &l) { return l.isTokenChoice(); },
+          [](const MoEOverride &e) { return e.k.has_value(); }))
+    return optionError(numChoices,
+                       "not used by routing \"" + model.moe.routing +
+                           "\" (k is for token choice: vanilla or bpr)");
+  if (given(score) &&
+      !someLayerReads(
+          model, [](const MoESettings &l) { return l.routing == "bpr"; },
+          [](const MoEOverride &e) { return e.score.has_value(); }))
+    return optionError(score, "not used by routing \"" + model.moe.routing +
+                                  "\" (the score orders tokens for bpr)");
+  // Capacity: token choice with a ratio and expert choice; not Soft MoE.
+  auto hasCapacity = [](const MoESettings &l) { return l.routing != "soft"; };
+  bool ratioUsed = !model.fixedCapacity() &&
+                   someLayerReads(model, hasCapacity, never);
+  for (const cl::Option *option :
+       std::initializer_list<const cl::Option *>{&capacityRatio,
+                                                 &maxCapacityRatio})
+    if (given(*option) && !ratioUsed)
+      return optionError(*option,
+                         model.fixedCapacity()
+                             ? "not used: the capacity is fixed "
+                               "(moe.capacity or moe.capacity_ratio \"none\")"
+                             : "not used: every MoE layer is Soft MoE (no "
+                               "capacity)");
+  if (given(capacityRule) &&
+      !(ratioUsed &&
+        someLayerReads(model, hasCapacity, [](const MoEOverride &e) {
+          return e.capacityRule.has_value();
+        })))
+    return optionError(capacityRule,
+                       "not used: no MoE layer rounds a capacity from the "
+                       "ratio by moe.capacity_rule (fixed capacity, Soft "
+                       "MoE, or rules set in moe.overrides)");
+  return llvm::Error::success();
+}
+
 /// Applies the command-line overrides to `model`; errors name the option.
 static llvm::Error applyOverrides(frontend::ModelDescription &model) {
   auto choose = [](cl::opt<std::string> &option, std::string &field,
@@ -235,6 +404,8 @@ static llvm::Error applyOverrides(frontend::ModelDescription &model) {
         "--group-size: the model's groups are counted in tokens "
         "(moe.group_tokens)");
   if (llvm::Error e = positive(groupSize, moe.groupSize))
+    return e;
+  if (llvm::Error e = checkOverridesUsed(model))
     return e;
   return frontend::validateModelDescription(model);
 }
@@ -388,23 +559,33 @@ int main(int argc, char **argv) {
   registerAllPasses();
   // The MLIR and LLVM debugging options stay usable, listed by --help-hidden.
   cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(
-      argc, argv,
-      "vmoe-compile: V-MoE model description -> executable, library, object, "
-      "LLVM IR or MLIR\n");
-
-  if (target != "cpu" && target != "cuda")
-    return fail("--target=" + target + ": must be 'cpu' or 'cuda'");
-  if (gpuEmulate && target != "cuda")
-    return fail("--gpu-emulate needs --target=cuda");
-  if (optLevel > 3)
-    return fail("-O" + llvm::Twine(optLevel) + ": the level must be 0-3");
+  if (std::optional<std::string> error = ::vmoe::parseCommandLineOneLine(
+          argc, argv,
+          "vmoe-compile: V-MoE model description -> executable, library, "
+          "object, LLVM IR or MLIR\n"))
+    return fail(*error);
+  bool isModel = llvm::sys::path::extension(inputFile) != ".mlir";
+  if (llvm::Error e = checkOptions(isModel))
+    return fail(llvm::toString(std::move(e)));
+  // The host's target machine (also for --target=cuda: the host code), so
+  // that --mcpu and --mattr are checked whatever --emit says.
+  if (llvm::Error e = mlir::vmoe::checkCPU(mcpu))
+    return fail("--mcpu: " + llvm::toString(std::move(e)));
+  if (llvm::Error e = mlir::vmoe::checkFeatures(mattr))
+    return fail("--mattr: " + llvm::toString(std::move(e)));
+  mlir::vmoe::CodegenOptions codegen;
+  codegen.optLevel = optLevel;
+  codegen.cpu = mcpu;
+  codegen.features = mattr;
+  auto machine = mlir::vmoe::createTargetMachine(codegen);
+  if (!machine)
+    return fail(llvm::toString(machine.takeError()));
 
   DialectRegistry registry;
   registerAllDialects(registry);
   registerAllExtensions(registry);
   registerAllGPUToLLVMIRTranslations(registry);
-  vmoe::registerVMoEDialects(registry);
+  mlir::vmoe::registerVMoEDialects(registry);
   MLIRContext context(registry);
 
   auto input = llvm::MemoryBuffer::getFile(inputFile);
@@ -413,7 +594,6 @@ int main(int argc, char **argv) {
   llvm::StringRef stem = llvm::sys::path::stem(inputFile);
 
   OwningOpRef<ModuleOp> module;
-  bool isModel = llvm::sys::path::extension(inputFile) != ".mlir";
   if (isModel) {
     llvm::Expected<frontend::ModelDescription> model =
         frontend::parseModelDescription((*input)->getBuffer());
@@ -428,14 +608,7 @@ int main(int argc, char **argv) {
     options.expertParallel = expertParallel;
     options.training = training;
     options.seed = seed;
-    if (seed.getNumOccurrences() && !training)
-      return fail("--seed: only used with --training");
     options.precision = precision;
-    if (expertParallel.getNumOccurrences() && expertParallel < 1)
-      return fail("--expert-parallel: must be >= 1");
-    if (expertParallel > 0 && emit == Emit::Lib)
-      return fail("--expert-parallel: needs --emit=exe (the MPI main) or an "
-                  "earlier stage, not --emit=lib");
     if (llvm::Error e = frontend::validateBuildOptions(*model, options))
       return fail(inputFile + ": " + llvm::toString(std::move(e)));
     module = frontend::buildModelModule(context, *model, options);
@@ -447,40 +620,26 @@ int main(int argc, char **argv) {
     module = parseSourceFile<ModuleOp>(sourceMgr, &context);
     if (!module)
       return 1; // The parser printed the diagnostic.
-    if (emit == Emit::Lib || emit == Emit::Exe)
-      return fail("--emit=lib and --emit=exe need a model description, not "
-                  "a .mlir module");
   }
   if (outputFile.empty())
     outputFile = defaultOutput(isModel ? llvm::StringRef(stem) : stem);
   if (emit == Emit::Mlir)
     return printModule(*module);
 
-  vmoe::CodegenOptions codegen;
-  codegen.optLevel = optLevel;
-  codegen.cpu = mcpu;
-  codegen.features = mattr;
-  auto machine = vmoe::createTargetMachine(codegen);
-  if (!machine)
-    return fail(llvm::toString(machine.takeError()));
-
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
     return fail("bad pass manager options");
   if (target == "cuda") {
-    vmoe::VMoENVVMPipelineOptions pipeline;
+    mlir::vmoe::VMoENVVMPipelineOptions pipeline;
     pipeline.chip = gpuChip;
     pipeline.toolkit = cudaPath;
-    if (!vmoe::parseGPUMma(gpuMma))
-      return fail("--gpu-mma must be none, tf32 or bf16, got '" + gpuMma +
-                  "'");
     pipeline.gpuMma = gpuMma;
     if (gpuEmulate)
       pipeline.format = "emulator";
-    if (failed(vmoe::buildVMoENVVMPipeline(pm, pipeline)))
+    if (failed(mlir::vmoe::buildVMoENVVMPipeline(pm, pipeline)))
       return fail("the NVVM pipeline could not be built");
   } else {
-    vmoe::VMoECPUPipelineOptions pipeline;
+    mlir::vmoe::VMoECPUPipelineOptions pipeline;
     pipeline.parallel = parallel;
     pipeline.dynamicSchedule = dynamicSchedule;
     pipeline.parallelLinalg = parallelLinalg;
@@ -495,7 +654,7 @@ int main(int argc, char **argv) {
         cpu.checkFeatures("+avx512bf16") &&
         (pipeline.vectorWidth == 16 ? cpu.checkFeatures("+avx512f")
                                     : cpu.checkFeatures("+avx512vl"));
-    vmoe::buildVMoECPUPipeline(pm, pipeline);
+    mlir::vmoe::buildVMoECPUPipeline(pm, pipeline);
   }
   if (failed(pm.run(*module)))
     return 1; // The failing pass printed the diagnostic.
@@ -504,7 +663,7 @@ int main(int argc, char **argv) {
 
   llvm::LLVMContext llvmContext;
   auto llvmModule =
-      vmoe::translateAndOptimize(*module, llvmContext, **machine, optLevel);
+      mlir::vmoe::translateAndOptimize(*module, llvmContext, **machine, optLevel);
   if (!llvmModule)
     return fail(llvm::toString(llvmModule.takeError()));
   if (emit == Emit::Llvm) {
@@ -532,7 +691,7 @@ int main(int argc, char **argv) {
     auto output = openOutputFile(objectPath, &error);
     if (!output)
       return fail(error);
-    if (llvm::Error e = vmoe::emitMachineCode(**llvmModule, **machine,
+    if (llvm::Error e = mlir::vmoe::emitMachineCode(**llvmModule, **machine,
                                               output->os(), emit == Emit::Asm))
       return fail(llvm::toString(std::move(e)));
     output->keep();

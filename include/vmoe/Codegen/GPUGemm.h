@@ -18,6 +18,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/Support/Error.h"
 
 #include <functional>
 #include <optional>
@@ -86,10 +87,9 @@ enum class GPUMma {
 /// Parses "none", "tf32" or "bf16".
 std::optional<GPUMma> parseGPUMma(llvm::StringRef name);
 
-/// parseGPUMma() of a pass's `mma` option; on a bad value emits
-/// "<pass>: mma must be none, tf32 or bf16, got '<name>'" on `op`.
-std::optional<GPUMma> parseGPUMmaOption(Operation *op, llvm::StringRef pass,
-                                        llvm::StringRef name);
+/// Checks an option naming GPUMma: "<option> must be none, tf32 or bf16,
+/// got '<name>'".
+llvm::Error checkGPUMmaOption(llvm::StringRef option, llvm::StringRef name);
 
 /// Emits the kernel of emitGPUGemm() on tensor cores (GPUMmaGemm.cpp):
 /// 64 x 64 tile per block, 4 warps of 32 x 32 (2 x 4 mma tiles of 16 x 8

@@ -19,6 +19,7 @@
 #define VMOE_CODEGEN_MICROKERNEL_H
 
 #include "mlir/IR/Builders.h"
+#include "llvm/Support/Error.h"
 
 #include <functional>
 #include <optional>
@@ -42,6 +43,20 @@ struct MicrokernelShape {
 
   int64_t panelWidth() const { return vectors * lanes; }
 };
+
+/// The largest register tile the options of the passes and pipelines
+/// take: vectors of 64 f32 lanes (four times AVX-512's), 16 rows, 8
+/// vectors per row. Every tile up to this size compiles in seconds; larger
+/// ones only unroll into more spills.
+inline constexpr int64_t kMaxMicrokernelLanes = 64;
+inline constexpr int64_t kMaxMicrokernelRows = 16;
+inline constexpr int64_t kMaxMicrokernelVectors = 8;
+
+/// Checks the options vector-width (`lanes`), tile-rows and tile-vectors
+/// against the bounds above; with `zeroMeansDefault`, tile-rows and
+/// tile-vectors may also be 0 (the pipeline then picks them by width).
+llvm::Error checkMicrokernelOptions(int64_t lanes, int64_t rows,
+                                    int64_t vectors, bool zeroMeansDefault);
 
 /// How the microkernel reads and writes its operands. `n` is the first
 /// column of a vector; `mask` is null for a full vector, else an i1 vector

@@ -14,6 +14,7 @@
 
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
+#include "llvm/Support/Error.h"
 
 namespace mlir::vmoe {
 
@@ -86,6 +87,11 @@ struct VMoECPUPipelineOptions
       llvm::cl::init(0)};
 };
 
+/// Checks the values of `options` (ranges of the numbers); the error names
+/// the first bad option. The registered pipeline checks them where they are
+/// parsed, before anything runs.
+llvm::Error checkVMoECPUPipelineOptions(const VMoECPUPipelineOptions &options);
+
 /// vmoe (tensors) -> LLVM dialect for the host CPU: buffer sizing, the vmoe
 /// lowering, bufferization with identity-layout function boundaries, buffer
 /// deallocation, loops, and the conversions to LLVM.
@@ -129,6 +135,19 @@ struct VMoENVVMPipelineOptions
                      "(tensor cores, mma.sync)"),
       llvm::cl::init("none")};
 };
+
+/// Checks the values of `options` (names, ranges); the error names the first
+/// bad option.
+llvm::Error
+checkVMoENVVMPipelineOptions(const VMoENVVMPipelineOptions &options);
+
+/// Checks a CUDA architecture, `sm_` and digits with an optional letter
+/// (sm_90, sm_90a): the only names the textual pipeline it goes into takes.
+llvm::Error checkGPUChip(llvm::StringRef option, llvm::StringRef chip);
+
+/// Checks a CUDA toolkit folder: not empty, and without the characters that
+/// end a value of a textual pipeline (space, comma, braces, quotes).
+llvm::Error checkCUDAToolkitPath(llvm::StringRef option, llvm::StringRef path);
 
 /// vmoe (tensors) -> host LLVM code launching NVVM kernels: buffer sizing
 /// and expert fusion, tiled GEMM kernels for the experts, the other ops as

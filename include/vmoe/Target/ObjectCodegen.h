@@ -34,8 +34,16 @@ struct CodegenOptions {
   std::string features;        ///< Extra `+feature,-feature` list.
 };
 
+/// Checks a CPU name ("native" or one the host's target knows); LLVM itself
+/// would warn and ignore an unknown one.
+llvm::Error checkCPU(llvm::StringRef cpu);
+
+/// Checks a `+feature,-feature` list against the host target's features.
+llvm::Error checkFeatures(llvm::StringRef features);
+
 /// A target machine for `options` (position-independent code, so that the
-/// same object serves executables and shared libraries).
+/// same object serves executables and shared libraries). A CPU or feature
+/// the target does not know is an error (LLVM itself warns and ignores it).
 llvm::Expected<std::unique_ptr<llvm::TargetMachine>>
 createTargetMachine(const CodegenOptions &options);
 

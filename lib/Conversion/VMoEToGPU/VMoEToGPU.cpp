@@ -24,6 +24,7 @@
 
 #include "vmoe/Codegen/GPUGemm.h"
 #include "vmoe/Dialect/VMoE/IR/VMoE.h"
+#include "vmoe/Support/PassOptionChecks.h"
 #include "vmoe/Utils/TensorBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -195,15 +196,18 @@ namespace mlir::vmoe {
 namespace {
 
 struct ConvertVMoEToGPUPass
-    : impl::ConvertVMoEToGPUPassBase<ConvertVMoEToGPUPass> {
-  using Base::Base;
+    : PassWithCheckedOptions<
+          ConvertVMoEToGPUPass,
+          impl::ConvertVMoEToGPUPassBase<ConvertVMoEToGPUPass>> {
+  using PassWithCheckedOptions::PassWithCheckedOptions;
+
+  llvm::Error checkOptions() { return checkGPUMmaOption("mma", mma); }
 
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
-    std::optional<GPUMma> kind =
-        parseGPUMmaOption(getOperation(), "convert-vmoe-to-gpu", mma);
-    if (!kind)
+    if (failed(verifyOptions()))
       return signalPassFailure();
+    std::optional<GPUMma> kind = parseGPUMma(mma);
     // Expert choice and Soft MoE are lowered for the CPU only (issue 11);
     // their loops would otherwise reach the kernel outliner and fail there.
     WalkResult cpuOnly = getOperation()->walk([](Operation *op) {

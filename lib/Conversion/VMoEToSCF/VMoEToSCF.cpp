@@ -13,7 +13,9 @@
 
 #include "Patterns.h"
 
+#include "vmoe/Codegen/Microkernel.h"
 #include "vmoe/Dialect/VMoE/IR/VMoE.h"
+#include "vmoe/Support/PassOptionChecks.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -70,19 +72,23 @@ namespace mlir::vmoe {
 namespace {
 
 struct ConvertVMoEToSCFPass
-    : impl::ConvertVMoEToSCFPassBase<ConvertVMoEToSCFPass> {
-  using Base::Base;
+    : PassWithCheckedOptions<
+          ConvertVMoEToSCFPass,
+          impl::ConvertVMoEToSCFPassBase<ConvertVMoEToSCFPass>> {
+  using PassWithCheckedOptions::PassWithCheckedOptions;
+
+  llvm::Error checkOptions() {
+    return checkMicrokernelOptions(lanes, tileRows, tileVectors,
+                                   /*zeroMeansDefault=*/false);
+  }
 
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     ConversionTarget target(*ctx);
     target.addIllegalDialect<VMoEDialect>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
-    if (lanes < 1 || tileRows < 1 || tileVectors < 1) {
-      getOperation()->emitError("vector-width, tile-rows and tile-vectors "
-                                "must be positive");
+    if (failed(verifyOptions()))
       return signalPassFailure();
-    }
     if (failed(checkElementTypes(getOperation())))
       return signalPassFailure();
     // First every op but unpack_panels, so that the contractions the

@@ -27,6 +27,7 @@
 #include "vmoe/Codegen/BF16Pairs.h"
 #include "vmoe/Codegen/Microkernel.h"
 #include "vmoe/Codegen/PanelLayout.h"
+#include "vmoe/Support/PassOptionChecks.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
@@ -389,16 +390,19 @@ namespace mlir::vmoe {
 namespace {
 
 struct VMoEVectorizeContractionsPass
-    : impl::VMoEVectorizeContractionsPassBase<VMoEVectorizeContractionsPass> {
-  using Base::Base;
+    : PassWithCheckedOptions<VMoEVectorizeContractionsPass,
+                             impl::VMoEVectorizeContractionsPassBase<
+                                 VMoEVectorizeContractionsPass>> {
+  using PassWithCheckedOptions::PassWithCheckedOptions;
+
+  llvm::Error checkOptions() {
+    return checkMicrokernelOptions(lanes, tileRows, tileVectors,
+                                   /*zeroMeansDefault=*/false);
+  }
 
   void runOnOperation() override {
-    if (lanes < 1 || tileRows < 1 || tileVectors < 1) {
-      getOperation().emitError(
-          "vmoe-vectorize-contractions: vector-width, tile-rows and "
-          "tile-vectors must be >= 1");
+    if (failed(verifyOptions()))
       return signalPassFailure();
-    }
     // vdpbf16ps exists for 4, 8 and 16 f32 lanes; the pair GEMMs step
     // over k pairs within blocks of k that start at even k.
     bool dot = bf16Dot && (lanes == 4 || lanes == 8 || lanes == 16);

@@ -17,12 +17,13 @@
 
 #include "Exchange.h"
 
+#include "../Distributed.h"
+
 #include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -45,10 +46,10 @@ void mpi::setWorld(int rank, int size) {
 
 int64_t vmoe_mpi_rank(void) { return worldRank; }
 
-/// Ends every rank: an exchange cannot continue on one rank alone.
+/// Ends every rank: an exchange cannot continue on one rank alone. The
+/// line is one write, as every error line of a rank (Distributed.h).
 [[noreturn]] static void abortAll(const std::string &message) {
-  std::fprintf(stderr, "error: rank %d: %s\n", worldRank, message.c_str());
-  std::fflush(stderr);
+  printErrorLine(message);
   MPI_Abort(MPI_COMM_WORLD, 1);
   std::abort();
 }

@@ -10,7 +10,11 @@
 // through one agreed MPI_Allreduce: a rank that fails (weights, images,
 // options) prints "error: rank R: ..." and votes no, the others stop
 // quietly, and every rank exits with status 1 (no hang, no MPI_Abort).
-// Errors after it (inside an exchange) use MPI_Abort.
+// Then the ranks compare the settings of the run (image count, capacity
+// ratio, printing options): on a difference every rank prints the same
+// line and exits with status 1. Errors after that (inside an exchange)
+// use MPI_Abort. Every error line is one write(2), so that lines of ranks
+// failing together do not interleave.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +31,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -54,17 +59,31 @@ public:
                   static_cast<int>(count), MPI_FLOAT, MPI_COMM_WORLD);
   }
 
-  bool agree(bool ok) override {
+  bool agree(bool ok, llvm::ArrayRef<RunSetting> settings) override {
     agreed = true;
-    int mine = ok ? 1 : 0, all = 0;
-    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     runStart = std::chrono::steady_clock::now();
-    return all == 1;
+    // The minimum over the ranks of: ok, the number of settings and its
+    // negation (a rank of another executable may have other settings).
+    auto count = static_cast<int>(settings.size());
+    int mine[3] = {ok ? 1 : 0, count, -count}, all[3];
+    MPI_Allreduce(mine, all, 3, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all[0] != 1)
+      return false;
+    if (all[1] != -all[2]) {
+      printErrorLine("the ranks run different executables (" +
+                     std::to_string(all[1]) + " to " +
+                     std::to_string(-all[2]) + " run settings)");
+      return false;
+    }
+    std::string mismatch = firstMismatch(settings);
+    if (mismatch.empty())
+      return true;
+    printErrorLine(mismatch);
+    return false;
   }
 
   [[noreturn]] void abort(const std::string &message) override {
-    std::fprintf(stderr, "error: rank %d: %s\n", worldRank, message.c_str());
-    std::fflush(stderr);
+    printErrorLine(message);
     MPI_Abort(MPI_COMM_WORLD, 1);
     std::abort();
   }
@@ -74,6 +93,31 @@ public:
   std::chrono::steady_clock::time_point runStart;
 
 private:
+  /// Gathers every rank's `settings` and names the first that differs from
+  /// rank 0's (the same text on every rank), or returns "".
+  std::string firstMismatch(llvm::ArrayRef<RunSetting> settings) {
+    size_t count = settings.size();
+    std::vector<double> mine(count), all(count * worldSize);
+    for (size_t i = 0; i < count; ++i)
+      mine[i] = settings[i].value;
+    MPI_Allgather(mine.data(), static_cast<int>(count), MPI_DOUBLE,
+                  all.data(), static_cast<int>(count), MPI_DOUBLE,
+                  MPI_COMM_WORLD);
+    for (size_t i = 0; i < count; ++i)
+      for (int rank = 1; rank < worldSize; ++rank) {
+        double first = all[i], other = all[rank * count + i];
+        // Bit for bit: a ratio must be the same number, NaN never is.
+        if (std::memcmp(&first, &other, sizeof(double)) == 0)
+          continue;
+        return std::string(settings[i].name) + " differs between the ranks (" +
+               formatSetting(settings[i], first) + " on rank 0, " +
+               formatSetting(settings[i], other) + " on rank " +
+               std::to_string(rank) +
+               "): every rank must be given the same images and options";
+      }
+    return "";
+  }
+
   int worldRank = 0;
   int worldSize = 1;
 };
@@ -151,7 +195,7 @@ int main(int argc, char **argv) {
   llvm::outs().flush();
   if (!world.agreed) {
     // Failed before the agreement (or --help): tell the others.
-    world.agree(false);
+    world.agree(false, {});
     status = status ? status : 1;
   } else if (status == 0) {
     double seconds = std::chrono::duration<double>(

@@ -13,7 +13,8 @@
 //
 // Every error is one line "error: ..." on stderr and exit status 1, checked
 // before anything is printed on stdout; this includes the errors llvm::cl
-// prints itself, which are captured while parsing.
+// prints itself, which are captured while parsing (vmoe/Support/
+// OneLineErrors.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +26,7 @@
 #include "vmoe/Dialect/VMoE/IR/Capacity.h"
 #include "vmoe/Runtime/vmoe_runtime.h"
 #include "vmoe/Support/Limits.h"
+#include "vmoe/Support/OneLineErrors.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -32,13 +34,11 @@
 #include "llvm/ADT/Twine.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <memory>
@@ -47,7 +47,6 @@
 #include <vector>
 
 #include <malloc.h>
-#include <unistd.h>
 
 using namespace vmoe::runtime;
 using llvm::StringRef;
@@ -130,65 +129,12 @@ constexpr size_t kErrorSize = 1024;
 
 } // namespace
 
-/// Prints "error: <message>" on stderr (naming the rank under MPI);
+/// Prints "error: <message>" on stderr (naming the rank under MPI), in
+/// one write so that the lines of ranks failing at once do not interleave;
 /// returns the exit status 1.
 static int fail(const Twine &message) {
-  llvm::errs() << "error: " << rankPrefix() << message << "\n";
+  printErrorLine(message.str());
   return 1;
-}
-
-/// Turns the messages llvm::cl collected ("prog: problem", one per line)
-/// into one line without the program name.
-static std::string joinParseErrors(StringRef text, StringRef program) {
-  llvm::SmallVector<StringRef> lines;
-  text.split(lines, '\n', /*MaxSplit=*/-1, /*KeepEmpty=*/false);
-  std::string joined;
-  std::string prefix = (program + ": ").str();
-  for (StringRef line : lines) {
-    line = line.trim();
-    line.consume_front(prefix);
-    if (line.empty())
-      continue;
-    if (!joined.empty())
-      joined += "; ";
-    joined += line.str();
-  }
-  return joined.empty() ? "invalid command line" : joined;
-}
-
-/// Parses the command line; on failure returns all messages as one line.
-/// llvm::cl writes some errors (bad option values, missing values) to
-/// llvm::errs() whatever stream it is given, so stderr goes to a temporary
-/// file while parsing.
-static std::optional<std::string> parseCommandLine(int argc, char **argv) {
-  std::string messages;
-  llvm::raw_string_ostream stream(messages);
-  std::FILE *capture = std::tmpfile();
-  int savedStderr = capture ? ::dup(STDERR_FILENO) : -1;
-  if (savedStderr >= 0)
-    ::dup2(::fileno(capture), STDERR_FILENO);
-  bool parsed = cl::ParseCommandLineOptions(
-      argc, argv,
-      "classify PNG images with a compiled vmoe model\n\n"
-      "Prints '<path>: <class> (<probability>)' per image.\n",
-      &stream);
-  if (savedStderr >= 0) {
-    llvm::errs().flush();
-    ::dup2(savedStderr, STDERR_FILENO);
-    ::close(savedStderr);
-    std::rewind(capture);
-    char buffer[4096];
-    while (size_t length = std::fread(buffer, 1, sizeof(buffer), capture))
-      messages.append(buffer, length);
-  }
-  if (capture)
-    std::fclose(capture);
-  if (parsed) {
-    // Nothing is expected here; pass on whatever was printed.
-    llvm::errs() << messages;
-    return std::nullopt;
-  }
-  return joinParseErrors(messages, llvm::sys::path::filename(argv[0]));
 }
 
 /// The class index of `label`: a class name of the model, else a class
@@ -398,6 +344,30 @@ static void printResults(const Options &options, const vmoe_model *model,
                  << llvm::format("%.2f", 100.0 * correct / labeled) << "%\n";
 }
 
+/// What every process of an expert parallel run must share
+/// (Distribution::agree): the images are one list, split by batches, rank
+/// 0 prints them all. Per-process resources (--weights, image paths,
+/// --threads) may differ.
+static std::vector<RunSetting> runSettings(const Options &options,
+                                           int64_t numImages, double ratio) {
+  static const char *const kBools[] = {"false", "true"};
+  static const char *const kPaddings[] = {"masked", "zeros"};
+  static_assert(PaddingMasked == 0 && PaddingZeros == 1, "kPaddings order");
+  auto flag = [](const cl::opt<bool> &option) {
+    return option.getValue() ? 1.0 : 0.0;
+  };
+  return {{"the number of images", static_cast<double>(numImages)},
+          {"--capacity-ratio", ratio},
+          {"--padding", static_cast<double>(options.padding.getValue()),
+           kPaddings},
+          {"--bench", static_cast<double>(options.bench)},
+          {"--top", static_cast<double>(options.top)},
+          {"--stats", flag(options.stats), kBools},
+          {"--losses", flag(options.losses), kBools},
+          {"--print-logits", flag(options.printLogits), kBools},
+          {"--quiet", flag(options.quiet), kBools}};
+}
+
 /// Runs the model as the options say; returns the exit status.
 static int run(const Options &options) {
   if (options.weights.empty())
@@ -459,9 +429,9 @@ static int run(const Options &options) {
         vmoe_load_png(model.get(), entry.path.c_str(),
                       images.data() + index * imageSize, error, sizeof(error)))
       return fail(error);
-  // Under MPI: every process is ready, or all stop (the failing one said
-  // why).
-  if (!agreeToRun(true))
+  // Under MPI: every process is ready and was given the same run, or all
+  // stop (the failing one said why, or every one names the difference).
+  if (!agreeToRun(true, runSettings(options, numImages, ratio)))
     return 1;
 
   std::vector<float> logits(numImages * vmoe_model_classes(model.get()));
@@ -503,7 +473,10 @@ int vmoe::runtime::runMain(int argc, char **argv) {
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
     os << "vmoe compiled model (runtime of vmoe-compile)\n";
   });
-  if (std::optional<std::string> error = parseCommandLine(argc, argv))
+  if (std::optional<std::string> error = vmoe::parseCommandLineOneLine(
+          argc, argv,
+          "classify PNG images with a compiled vmoe model\n\n"
+          "Prints '<path>: <class> (<probability>)' per image.\n"))
     return fail(*error);
   return run(options);
 }

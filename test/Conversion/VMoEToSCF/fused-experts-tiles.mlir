@@ -24,7 +24,7 @@
 // WIDE-COUNT-108: vector.fma {{.*}} : vector<16xf32>
 // WIDE-NOT: vector.fma
 // WIDE-NOT: vector<8xf32>
-// BAD: error: vector-width, tile-rows and tile-vectors must be positive
+// BAD: error: convert-vmoe-to-scf: tile-rows must be in [1, 16], got 0
 func.func @tiles(%x: tensor<1x64x64xf32>, %s: tensor<1x64x2xi32>, %w: tensor<1x64x2xf32>,
     %e: tensor<4x1x40xi32>, %f: tensor<4x1xi32>, %w1: tensor<4x64x128xf32>, %b1: tensor<4x128xf32>,
     %w2: tensor<4x128x64xf32>, %b2: tensor<4x64xf32>) -> tensor<1x64x64xf32> {

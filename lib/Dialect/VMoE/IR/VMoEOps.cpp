@@ -22,7 +22,6 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/STLExtras.h"
-#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
@@ -82,43 +81,6 @@ static LogicalResult verifyShape(Operation *op, StringRef name, Value value,
            << "'" << name << "' must have shape " << formatShape(expected)
            << " (" << layout << "), got " << formatShape(type.getShape());
   }
-  return success();
-}
-
-/// SPEC §11 for every vmoe op: each static dimension of an operand or
-/// result in [1, limits::kMaxDimension] and each tensor within
-/// limits::kMaxTensorElements. Zero sizes (G, S, D, H or E = 0) have no
-/// meaning for a MoE layer and the lowerings assume them away; sizes near
-/// 2^62 would overflow the index arithmetic of the lowerings.
-static LogicalResult verifyTensorLimits(Operation *op) {
-  auto check = [&](Type type, StringRef kind, unsigned index) -> LogicalResult {
-    auto shaped = dyn_cast<ShapedType>(type);
-    if (!shaped || !shaped.hasRank())
-      return success();
-    int64_t elements = 1;
-    for (auto [dimIndex, dim] : llvm::enumerate(shaped.getShape())) {
-      if (ShapedType::isDynamic(dim))
-        continue;
-      if (dim < 1 || dim > ::vmoe::limits::kMaxDimension)
-        return op->emitOpError()
-               << kind << " #" << index << " dim " << dimIndex << " must be in [1, "
-               << ::vmoe::limits::kMaxDimension << "], got " << dim << " in "
-               << type;
-      std::optional<int64_t> product = llvm::checkedMul(elements, dim);
-      if (!product || *product > ::vmoe::limits::kMaxTensorElements)
-        return op->emitOpError()
-               << kind << " #" << index << " has more than "
-               << ::vmoe::limits::kMaxTensorElements << " elements: " << type;
-      elements = *product;
-    }
-    return success();
-  };
-  for (auto [index, type] : llvm::enumerate(op->getOperandTypes()))
-    if (failed(check(type, "operand", index)))
-      return failure();
-  for (auto [index, type] : llvm::enumerate(op->getResultTypes()))
-    if (failed(check(type, "result", index)))
-      return failure();
   return success();
 }
 
@@ -205,8 +167,6 @@ static LogicalResult verifyRouterNoise(Operation *op, Value x, Value router,
 }
 
 LogicalResult RouteOp::verify() {
-  if (failed(verifyTensorLimits(getOperation())))
-    return failure();
   Operation *op = getOperation();
   // route-C1, route-C2, route-C3 (k >= 1 is part of the attribute
   // constraint).
@@ -242,8 +202,6 @@ void BPRSortOp::build(OpBuilder &builder, OperationState &state, Value gates,
 }
 
 LogicalResult BPRSortOp::verify() {
-  if (failed(verifyTensorLimits(getOperation())))
-    return failure();
   Operation *op = getOperation();
   // bpr_sort-C1, bpr_sort-C2.
   if (failed(verifyRank(op, "gates", getGates(), 3, "G x S x N")))
@@ -279,8 +237,6 @@ static bool isValidConstantRatio(double ratio) {
 }
 
 LogicalResult CapacityOp::verify() {
-  if (failed(verifyTensorLimits(getOperation())))
-    return failure();
   // capacity-C1.
   if (getK() > getNumExperts())
     return emitOpError() << "k (" << getK()
@@ -339,8 +295,6 @@ std::optional<int64_t> DispatchOp::getStaticCapacity() {
 }
 
 LogicalResult DispatchOp::verify() {
-  if (failed(verifyTensorLimits(getOperation())))
-    return failure();
   Operation *op = getOperation();
   // dispatch-C1, dispatch-C2, dispatch-C3.
   if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")))
@@ -416,8 +370,6 @@ LogicalResult DispatchOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ExpertFFNOp::verify() {
-  if (failed(verifyTensorLimits(getOperation())))
-    return failure();
   Operation *op = getOperation();
   // expert_ffn-C1 .. expert_ffn-C5.
   if (failed(verifyRank(op, "buffers", getBuffers(), 4, "E x G x B x D")) ||
@@ -438,8 +390,6 @@ LogicalResult ExpertFFNOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult CombineOp::verify() {
-  if (failed(verifyTensorLimits(getOperation())))
-    return failure();
   Operation *op = getOperation();
   // combine-C1, combine-C2.
   if (failed(verifyRank(op, "expert_outputs", getExpertOutputs(), 4,
@@ -470,8 +420,6 @@ LogicalResult CombineOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult AssignSlotsOp::verify() {
-  if (failed(verifyTensorLimits(getOperation())))
-    return failure();
   Operation *op = getOperation();
   // assign_slots-C1, assign_slots-C2, assign_slots-C3.
   if (failed(verifyRank(op, "expert_ids", getExpertIds(), 3, "G x S x k")))
@@ -538,8 +486,6 @@ static LogicalResult verifyPanelExpertWeights(Operation *op, Value w1, Value b1,
 //===----------------------------------------------------------------------===//
 
 LogicalResult FusedExpertsOp::verify() {
-  if (failed(verifyTensorLimits(getOperation())))
-    return failure();
   Operation *op = getOperation();
   // fused_experts-C1, fused_experts-C2.
   if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")) ||
@@ -604,8 +550,6 @@ LogicalResult FusedExpertsOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult FusedRouteOp::verify() {
-  if (failed(verifyTensorLimits(getOperation())))
-    return failure();
   Operation *op = getOperation();
   // fused_route-C1.
   auto k = static_cast<int64_t>(getK());
@@ -688,8 +632,6 @@ void ExpertChoiceOp::build(OpBuilder &builder, OperationState &state, Value x,
 }
 
 LogicalResult ExpertChoiceOp::verify() {
-  if (failed(verifyTensorLimits(getOperation())))
-    return failure();
   Operation *op = getOperation();
   // expert_choice-C1 (k = 1: every expert takes tokens).
   if (failed(verifyRouterOperands(op, getX(), getRouter(), /*k=*/1)))
@@ -719,8 +661,6 @@ LogicalResult ExpertChoiceOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ExpertChoiceExpertsOp::verify() {
-  if (failed(verifyTensorLimits(getOperation())))
-    return failure();
   Operation *op = getOperation();
   // expert_choice_experts-C1.
   if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")))
@@ -748,8 +688,6 @@ LogicalResult ExpertChoiceExpertsOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult SoftMoEOp::verify() {
-  if (failed(verifyTensorLimits(getOperation())))
-    return failure();
   Operation *op = getOperation();
   // soft_moe-C1.
   if (failed(verifyRank(op, "x", getX(), 3, "G x S x D")))

@@ -11,6 +11,9 @@
 
 #include "vmoe/Dialect/VMoE/Transforms/Passes.h"
 
+#include "vmoe/Support/OptionChecks.h"
+#include "vmoe/Support/PassOptionChecks.h"
+
 #include "mlir/Dialect/OpenMP/OpenMPDialect.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 
@@ -25,10 +28,19 @@ namespace mlir::vmoe {
 namespace {
 
 struct VMoEBalanceOMPLoopsPass
-    : impl::VMoEBalanceOMPLoopsPassBase<VMoEBalanceOMPLoopsPass> {
-  using Base::Base;
+    : PassWithCheckedOptions<
+          VMoEBalanceOMPLoopsPass,
+          impl::VMoEBalanceOMPLoopsPassBase<VMoEBalanceOMPLoopsPass>> {
+  using PassWithCheckedOptions::PassWithCheckedOptions;
+
+  /// An iteration count.
+  llvm::Error checkOptions() {
+    return ::vmoe::checkAtLeast("max-iterations", maxIterations, 0);
+  }
 
   void runOnOperation() override {
+    if (failed(verifyOptions()))
+      return signalPassFailure();
     auto dynamic = omp::ClauseScheduleKindAttr::get(
         &getContext(), omp::ClauseScheduleKind::Dynamic);
     getOperation()->walk([&](omp::WsloopOp loop) {

@@ -14,6 +14,9 @@
 
 #include "vmoe/Dialect/VMoE/IR/Capacity.h"
 #include "vmoe/Dialect/VMoE/IR/VMoE.h"
+#include "vmoe/Support/Limits.h"
+#include "vmoe/Support/OptionChecks.h"
+#include "vmoe/Support/PassOptionChecks.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
@@ -56,16 +59,24 @@ namespace mlir::vmoe {
 namespace {
 
 struct VMoEBufferSizingPass
-    : impl::VMoEBufferSizingPassBase<VMoEBufferSizingPass> {
-  using Base::Base;
+    : PassWithCheckedOptions<
+          VMoEBufferSizingPass,
+          impl::VMoEBufferSizingPassBase<VMoEBufferSizingPass>> {
+  using PassWithCheckedOptions::PassWithCheckedOptions;
+
+  /// The option values (0 keeps each dispatch's own).
+  llvm::Error checkOptions() {
+    if (llvm::Error e = ::vmoe::checkRatioOrZero("capacity-ratio",
+                                                 capacityRatio))
+      return e;
+    return ::vmoe::checkRange("multiple-of", multipleOf, 0,
+                              ::vmoe::limits::kMaxDimension);
+  }
 
   /// Sizes one dispatch; emits a diagnostic and fails when it cannot.
   LogicalResult sizeDispatch(DispatchOp op) {
     OpBuilder builder(op);
     if (!op.getCapacity()) {
-      if (capacityRatio < 0 || std::isnan(capacityRatio))
-        return op.emitOpError() << "capacity-ratio option must be > 0, got "
-                                << ::vmoe::formatShortest(capacityRatio);
       if (capacityRatio > 0)
         op.setCapacityRatioAttr(builder.getF64FloatAttr(capacityRatio));
       if (multipleOf > 0)
@@ -89,6 +100,13 @@ struct VMoEBufferSizingPass
                << "capacity rounds to 0 ("
                << ::vmoe::describeRawCapacity(k, s, ratio, e)
                << "); raise the capacity ratio";
+      // vmoe-C2: B is a size.
+      if (b > ::vmoe::limits::kMaxDimension)
+        return op.emitOpError()
+               << "capacity " << b << " ("
+               << ::vmoe::describeRawCapacity(k, s, ratio, e)
+               << ") is above the limit " << ::vmoe::limits::kMaxDimension
+               << "; lower the capacity ratio";
       op.setCapacity(static_cast<uint64_t>(b));
       op.removeCapacityRatioAttr();
     }
@@ -100,6 +118,8 @@ struct VMoEBufferSizingPass
   }
 
   void runOnOperation() override {
+    if (failed(verifyOptions()))
+      return signalPassFailure();
     WalkResult result = getOperation().walk([&](DispatchOp op) {
       return failed(sizeDispatch(op)) ? WalkResult::interrupt()
                                       : WalkResult::advance();

@@ -13,6 +13,9 @@
 #include "vmoe/Dialect/VMoE/Transforms/Passes.h"
 
 #include "vmoe/Dialect/VMoE/IR/VMoE.h"
+#include "vmoe/Support/Limits.h"
+#include "vmoe/Support/OptionChecks.h"
+#include "vmoe/Support/PassOptionChecks.h"
 
 #include "mlir/IR/Builders.h"
 
@@ -74,14 +77,20 @@ namespace mlir::vmoe {
 namespace {
 
 struct VMoEExpertParallelPass
-    : impl::VMoEExpertParallelPassBase<VMoEExpertParallelPass> {
-  using Base::Base;
+    : PassWithCheckedOptions<
+          VMoEExpertParallelPass,
+          impl::VMoEExpertParallelPassBase<VMoEExpertParallelPass>> {
+  using PassWithCheckedOptions::PassWithCheckedOptions;
+
+  /// A count of processes, a size of the IR (vmoe-C2).
+  llvm::Error checkOptions() {
+    return ::vmoe::checkRange("ranks", ranks, 1,
+                              ::vmoe::limits::kMaxDimension);
+  }
 
   void runOnOperation() override {
-    if (ranks < 1) {
-      getOperation()->emitError("vmoe-expert-parallel: ranks must be >= 1");
+    if (failed(verifyOptions()))
       return signalPassFailure();
-    }
     // Layer families that keep their experts in one op.
     WalkResult unsupported = getOperation()->walk([&](Operation *op) {
       if (isa<ExpertChoiceOp, ExpertChoiceExpertsOp, SoftMoEOp,

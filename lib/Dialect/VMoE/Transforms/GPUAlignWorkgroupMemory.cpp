@@ -11,6 +11,9 @@
 
 #include "vmoe/Dialect/VMoE/Transforms/Passes.h"
 
+#include "vmoe/Support/OptionChecks.h"
+#include "vmoe/Support/PassOptionChecks.h"
+
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 
 namespace mlir::vmoe {
@@ -23,18 +26,29 @@ using namespace mlir;
 namespace mlir::vmoe {
 namespace {
 
+/// The largest alignment the option takes (a page).
+constexpr int64_t kMaxAlignment = 4096;
+
 struct VMoEGPUAlignWorkgroupMemoryPass
-    : impl::VMoEGPUAlignWorkgroupMemoryPassBase<
-          VMoEGPUAlignWorkgroupMemoryPass> {
-  using Base::Base;
+    : PassWithCheckedOptions<VMoEGPUAlignWorkgroupMemoryPass,
+                             impl::VMoEGPUAlignWorkgroupMemoryPassBase<
+                                 VMoEGPUAlignWorkgroupMemoryPass>> {
+  using PassWithCheckedOptions::PassWithCheckedOptions;
+
+  /// A power of two up to kMaxAlignment.
+  llvm::Error checkOptions() {
+    if (alignment < 1 || alignment > kMaxAlignment ||
+        !llvm::isPowerOf2_64(alignment))
+      return ::vmoe::optionError(
+          "alignment", "must be a power of two in [1, " +
+                           llvm::Twine(kMaxAlignment) + "], got " +
+                           llvm::Twine(static_cast<int64_t>(alignment)));
+    return llvm::Error::success();
+  }
 
   void runOnOperation() override {
-    if (alignment < 1 || !llvm::isPowerOf2_64(alignment)) {
-      getOperation().emitError("vmoe-gpu-align-workgroup-memory: alignment "
-                               "must be a power of two, got ")
-          << static_cast<int64_t>(alignment);
+    if (failed(verifyOptions()))
       return signalPassFailure();
-    }
     StringAttr name = StringAttr::get(&getContext(),
                                       LLVM::LLVMDialect::getAlignAttrName());
     getOperation().walk([&](gpu::GPUFuncOp func) {

@@ -21,6 +21,7 @@
 
 #include "vmoe/Codegen/GPUGemm.h"
 #include "vmoe/Dialect/VMoE/IR/VMoE.h"
+#include "vmoe/Support/PassOptionChecks.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
@@ -375,14 +376,17 @@ namespace mlir::vmoe {
 namespace {
 
 struct VMoEGPUContractionsPass
-    : impl::VMoEGPUContractionsPassBase<VMoEGPUContractionsPass> {
-  using Base::Base;
+    : PassWithCheckedOptions<
+          VMoEGPUContractionsPass,
+          impl::VMoEGPUContractionsPassBase<VMoEGPUContractionsPass>> {
+  using PassWithCheckedOptions::PassWithCheckedOptions;
+
+  llvm::Error checkOptions() { return checkGPUMmaOption("mma", mma); }
 
   void runOnOperation() override {
-    std::optional<GPUMma> kind =
-        parseGPUMmaOption(getOperation(), "vmoe-gpu-contractions", mma);
-    if (!kind)
+    if (failed(verifyOptions()))
       return signalPassFailure();
+    std::optional<GPUMma> kind = parseGPUMma(mma);
     SmallVector<std::pair<linalg::LinalgOp, GemmForm>> gemms;
     getOperation().walk([&](linalg::LinalgOp op) {
       FailureOr<GemmForm> form = matchGemm(op);

@@ -23,6 +23,9 @@
 
 #include "vmoe/Dialect/VMoE/Transforms/Passes.h"
 
+#include "vmoe/Support/OptionChecks.h"
+#include "vmoe/Support/PassOptionChecks.h"
+
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 
@@ -131,17 +134,22 @@ namespace mlir::vmoe {
 namespace {
 
 struct VMoEGPUMapParallelLoopsPass
-    : impl::VMoEGPUMapParallelLoopsPassBase<VMoEGPUMapParallelLoopsPass> {
-  using Base::Base;
+    : PassWithCheckedOptions<VMoEGPUMapParallelLoopsPass,
+                             impl::VMoEGPUMapParallelLoopsPassBase<
+                                 VMoEGPUMapParallelLoopsPass>> {
+  using PassWithCheckedOptions::PassWithCheckedOptions;
+
+  /// CUDA's limits: 1024 threads per block, 2^31 - 1 blocks in x.
+  llvm::Error checkOptions() {
+    if (llvm::Error e =
+            ::vmoe::checkRange("threads-per-block", threadsPerBlock, 1, 1024))
+      return e;
+    return ::vmoe::checkRange("max-blocks", maxBlocks, 1, 2147483647);
+  }
 
   void runOnOperation() override {
-    if (threadsPerBlock < 1 || threadsPerBlock > 1024 || maxBlocks < 1 ||
-        maxBlocks > 2147483647) {
-      getOperation().emitError("vmoe-gpu-map-parallel-loops: threads-per-block "
-                               "must be 1 to 1024 and max-blocks 1 to "
-                               "2^31 - 1");
+    if (failed(verifyOptions()))
       return signalPassFailure();
-    }
     SmallVector<scf::ParallelOp> loops;
     getOperation().walk([&](scf::ParallelOp loop) {
       if (isTopLevel(loop))

@@ -11,6 +11,10 @@
 
 #include "vmoe/Dialect/VMoE/Transforms/Passes.h"
 
+#include "vmoe/Support/Limits.h"
+#include "vmoe/Support/OptionChecks.h"
+#include "vmoe/Support/PassOptionChecks.h"
+
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/OpenMP/OpenMPDialect.h"
@@ -41,15 +45,23 @@ namespace mlir::vmoe {
 namespace {
 
 struct VMoEParallelLinalgPass
-    : impl::VMoEParallelLinalgPassBase<VMoEParallelLinalgPass> {
-  using Base::Base;
+    : PassWithCheckedOptions<
+          VMoEParallelLinalgPass,
+          impl::VMoEParallelLinalgPassBase<VMoEParallelLinalgPass>> {
+  using PassWithCheckedOptions::PassWithCheckedOptions;
+
+  /// Chunks split a dimension (a size, vmoe-C1); work is a product of
+  /// sizes.
+  llvm::Error checkOptions() {
+    if (llvm::Error e = ::vmoe::checkRange("chunks", chunks, 1,
+                                           ::vmoe::limits::kMaxDimension))
+      return e;
+    return ::vmoe::checkAtLeast("min-work", minWork, 1);
+  }
 
   void runOnOperation() override {
-    if (chunks < 1 || minWork < 1) {
-      getOperation().emitError("vmoe-parallel-linalg: chunks and min-work "
-                               "must be positive");
+    if (failed(verifyOptions()))
       return signalPassFailure();
-    }
     SmallVector<linalg::LinalgOp> ops;
     getOperation().walk([&](linalg::LinalgOp op) {
       if (op.hasPureBufferSemantics() && !inParallelLoop(op) &&

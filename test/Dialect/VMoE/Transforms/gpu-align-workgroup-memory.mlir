@@ -10,7 +10,7 @@
 // CHECK-SAME: private(%{{.*}} : memref<4xf32, #gpu.address_space<private>>)
 // NVVM: llvm.mlir.global internal @__wg_gemm_0() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<2048 x f32>
 // NVVM: llvm.mlir.global internal @__wg_gemm_1() {addr_space = 3 : i32, alignment = 64 : i64} : !llvm.array<8 x f32>
-// BAD: vmoe-gpu-align-workgroup-memory: alignment must be a power of two, got 12
+// BAD: vmoe-gpu-align-workgroup-memory: alignment must be a power of two in [1, 4096], got 12
 module attributes {gpu.container_module} {
   gpu.module @kernels {
     gpu.func @gemm(%out: memref<4xf32>)

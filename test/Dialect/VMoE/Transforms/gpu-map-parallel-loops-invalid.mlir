@@ -1,7 +1,7 @@
 // RUN: vmoe-opt %s -split-input-file -vmoe-gpu-map-parallel-loops -verify-diagnostics
 // RUN: not vmoe-opt %s -split-input-file -vmoe-gpu-map-parallel-loops="threads-per-block=2048" 2>&1 | FileCheck %s --check-prefix=OPTION
 
-// OPTION: threads-per-block must be 1 to 1024
+// OPTION: vmoe-gpu-map-parallel-loops: threads-per-block must be in [1, 1024], got 2048
 
 func.func @reduction(%in: memref<8xf32>) -> f32 {
   %c0 = arith.constant 0 : index

@@ -20,6 +20,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "vmoe/Dialect/VMoE/IR/SizeLimits.h"
+
 #include "vmoe/Dialect/VMoE/IR/VMoEOpsDialect.h.inc"
 
 #include "vmoe/Dialect/VMoE/IR/VMoEEnums.h.inc"

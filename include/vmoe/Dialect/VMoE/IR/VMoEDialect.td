@@ -39,8 +39,16 @@ def VMoE_Dialect : Dialect {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+/// vmoe-C1 and vmoe-C2 (SPEC §11): the size limits of every vmoe op
+/// (vmoe/Dialect/VMoE/IR/SizeLimits.h). A trait of the base class, so that
+/// no op can skip them; verified after the op's other traits and before its
+/// verifier.
+def VMoE_SizeLimits : NativeOpTrait<"SizeLimits"> {
+  let cppNamespace = "::mlir::vmoe::OpTrait";
+}
+
 /// Base class of every vmoe operation.
 class VMoE_Op<string mnemonic, list<Trait> traits = []>
-    : Op<VMoE_Dialect, mnemonic, traits>;
+    : Op<VMoE_Dialect, mnemonic, !listconcat(traits, [VMoE_SizeLimits])>;
 
 #endif // VMOE_DIALECT_VMOE_IR_VMOEDIALECT_TD
