@@ -4,29 +4,14 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// readPngImage() on arbitrary bytes, for a 3-channel 8x8 model input.
+// Arbitrary bytes as an image file (seeded with PNG files) for a 3-channel
+// 8x8 model with the default pipeline: decode, bilinear resize to 8x8.
 //
 //===----------------------------------------------------------------------===//
 
-#include "FuzzFile.h"
-
-#include "Formats/PngImage.h"
-
-#include <vector>
-
-using namespace vmoe::runtime;
+#include "ImageFuzz.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  static const float mean[] = {0.5f, 0.5f, 0.5f};
-  static const float std[] = {0.25f, 0.25f, 0.25f};
-  ImageFormat format;
-  format.channels = 3;
-  format.height = 8;
-  format.width = 8;
-  format.mean = mean;
-  format.std = std;
-  const std::string &path = vmoe::fuzz::writeFuzzFile(data, size, ".png");
-  std::vector<float> pixels(3 * 8 * 8);
-  llvm::consumeError(readPngImage(path, format, pixels.data()));
+  vmoe::fuzz::fuzzImage(data, size, ".png", "decode|resize(8)");
   return 0;
 }

@@ -2,18 +2,18 @@
 # Builds and runs one libFuzzer target (docs/Fuzzing.md):
 #   scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
 #   scripts/fuzz.sh smoke SECONDS   every target from its seeds (CI)
-# TARGET: safetensors, png, manifest (the runtime's readers, LLVMSupport and
-# libpng only), description, mlir, passes (link the vmoe libraries of build/:
-# run scripts/build.sh first). Objects go to build-fuzz/, the corpus grows in
-# build-fuzz/corpus/TARGET (seeded from examples/ and the tests), crashes
-# land in build-fuzz/crashes/. Compiled with clang-22
-# -fsanitize=fuzzer,address,undefined.
+# TARGET: safetensors, png, jpeg, manifest (the runtime's readers,
+# LLVMSupport, libpng and libjpeg only), description, mlir, passes (link the
+# vmoe libraries of build/: run scripts/build.sh first). Objects go to
+# build-fuzz/, the corpus grows in build-fuzz/corpus/TARGET (seeded from
+# examples/ and the tests), crashes land in build-fuzz/crashes/. Compiled
+# with clang-22 -fsanitize=fuzzer,address,undefined.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 target="${1:?usage: scripts/fuzz.sh TARGET SECONDS}"
 seconds="${2:?usage: scripts/fuzz.sh TARGET SECONDS}"
 shift 2
-targets=(safetensors png manifest description mlir passes)
+targets=(safetensors png jpeg manifest description mlir passes)
 if [ "$target" = smoke ]; then
   # Seeds only (a fresh corpus folder), a generous per-input timeout for a
   # loaded CI machine; any crash, leak or timeout fails.
@@ -34,10 +34,10 @@ mkdir -p "$out/corpus/$target" "$out/crashes"
 flags=(-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=undefined -I"$root/include" -I"$root/lib/Runtime"
        -I"$llvm/include")
-runtime=("$root"/lib/Runtime/Formats/{Manifest,PngImage,Safetensors}.cpp
-         "$root"/lib/Runtime/BF16Panels.cpp)
+runtime=("$root"/lib/Runtime/Formats/{ImageFile,JpegImage,Manifest,PngImage,Safetensors}.cpp
+         "$root"/lib/Runtime/{BF16Panels,Preprocess}.cpp)
 runtime_libs=("$llvm/lib/libLLVMSupport.a" "$llvm/lib/libLLVMDemangle.a" -lpng
-              -lpthread -lm)
+              -ljpeg -lpthread -lm)
 # The vmoe libraries: those of the sanitizer build when it exists (compiled
 # with coverage counters, so the fuzzer is guided by the verifiers, the
 # front end and the passes), else those of build/ (only the harness and the
@@ -63,11 +63,15 @@ case "$target" in
     if [ -z "$(ls -A "$corpus")" ]; then
       /usr/bin/python3 "$root/test/Runtime/Inputs/make_inputs.py" weights "$corpus"
     fi ;;
-  png)
-    sources=("$root/fuzz/PngFuzzer.cpp" "${runtime[@]}")
+  png|jpeg)
+    # Seeds: the PNG files of the runtime tests, or their JPEG and PNG
+    # files of odd sizes and broken JPEG files.
+    harness=PngFuzzer; seeds=make_inputs.py
+    [ "$target" = jpeg ] && harness=JpegFuzzer && seeds=photos.py
+    sources=("$root/fuzz/$harness.cpp" "${runtime[@]}")
     libs=("${runtime_libs[@]}")
     if [ -z "$(ls -A "$corpus")" ]; then
-      /usr/bin/python3 "$root/test/Runtime/Inputs/make_inputs.py" images "$corpus"
+      /usr/bin/python3 "$root/test/Runtime/Inputs/$seeds" images "$corpus"
     fi ;;
   manifest)
     sources=("$root/fuzz/ManifestFuzzer.cpp" "${runtime[@]}")

@@ -10,7 +10,8 @@ PACKAGES=(
   llvm-22-dev llvm-22-tools                      # LLVM, FileCheck, lit, not
   libmlir-22-dev mlir-22-tools                   # MLIR, mlir-opt, mlir-runner
   libomp-22-dev                                  # OpenMP runtime of models
-  libpng-dev                                     # PNG input of models
+  libpng-dev libjpeg62-turbo-dev                 # PNG and JPEG input of models
+  python3-pil                                    # JPEG test images (tests)
   python3-torch python3-numpy                    # numerical reference
   python3-pip python3-venv python3-setuptools    # pip install ./python
   libopenblas0-pthread                           # fast BLAS for torch (bench/)

@@ -2,7 +2,7 @@
  *
  * The model object comes from `vmoe-compile model.json --emit=obj`; the
  * runtime (VMoE::Runtime) provides the C API of vmoe/Runtime/vmoe_runtime.h.
- * Usage: vmoe-classify <weights.safetensors> <image.png>...
+ * Usage: vmoe-classify <weights.safetensors> <image (PNG or JPEG)>...
  * Prints the top class of each image and the routing statistics. */
 #include "vmoe/Runtime/vmoe_runtime.h"
 
@@ -12,8 +12,7 @@
 int main(int argc, char **argv) {
   char error[512];
   if (argc < 3) {
-    fprintf(stderr, "usage: %s <weights.safetensors> <image.png>...\n",
-            argv[0]);
+    fprintf(stderr, "usage: %s <weights.safetensors> <image>...\n", argv[0]);
     return 2;
   }
   vmoe_model *model = vmoe_model_load(argv[1], error, sizeof(error));
@@ -30,8 +29,8 @@ int main(int argc, char **argv) {
   int32_t *stats = malloc(sizeof(int32_t) * vmoe_model_stats_size(model));
   int status = 0;
   for (int64_t i = 0; i < n && status == 0; ++i)
-    status = vmoe_load_png(model, argv[i + 2], images + i * pixels, error,
-                           sizeof(error));
+    status = vmoe_load_image(model, argv[i + 2], images + i * pixels, error,
+                             sizeof(error));
   if (status == 0)
     status = vmoe_model_forward(model, images, n,
                                 vmoe_model_default_capacity_ratio(model),

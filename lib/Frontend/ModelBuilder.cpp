@@ -268,6 +268,8 @@ std::string mlir::vmoe::frontend::buildManifest(const ModelDescription &model,
       {"expert_parallel", options.expertParallel},
       {"training", options.training},
       {"tensors", std::move(tensors)}};
+  if (!model.preprocess.empty())
+    manifest["preprocess"] = model.preprocess;
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::json::Value(std::move(manifest));

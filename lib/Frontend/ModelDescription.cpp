@@ -16,6 +16,7 @@
 #include "vmoe/Dialect/VMoE/IR/Capacity.h"
 #include "vmoe/Support/BoundedJson.h"
 #include "vmoe/Support/Limits.h"
+#include "vmoe/Support/PreprocessSpec.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -491,6 +492,27 @@ static Error parsePatchSize(FieldReader &r, ModelDescription &model) {
   return Error::success();
 }
 
+/// `preprocess`: the image pipeline, checked against the image size; its
+/// value_range and `input` are two ways to normalize, so not both.
+static Error parsePreprocessField(FieldReader &r, ModelDescription &model,
+                                  bool hasInput) {
+  if (!r.get("preprocess"))
+    return Error::success();
+  if (Error e = r.readString("preprocess", model.preprocess, true))
+    return e;
+  Expected<::vmoe::PreprocessSpec> spec =
+      ::vmoe::parsePreprocess(model.preprocess);
+  if (!spec)
+    return fieldError("preprocess", llvm::toString(spec.takeError()));
+  if (Error e = ::vmoe::checkPreprocess(*spec, model.channels, model.height,
+                                        model.width))
+    return fieldError("preprocess", llvm::toString(std::move(e)));
+  if (spec->valueRange && hasInput)
+    return fieldError("input", "not used with value_range in preprocess "
+                               "(both normalize the pixels: give one)");
+  return Error::success();
+}
+
 Expected<ModelDescription>
 mlir::vmoe::frontend::parseModelDescription(StringRef json) {
   Expected<llvm::json::Value> parsed = ::vmoe::parseBoundedJson(json);
@@ -545,6 +567,8 @@ mlir::vmoe::frontend::parseModelDescription(StringRef json) {
     if (Error e = inr.rejectUnknown())
       return std::move(e);
   }
+  if (Error e = parsePreprocessField(r, model, input != nullptr))
+    return std::move(e);
 
   if (Error e = parsePatchSize(r, model))
     return std::move(e);

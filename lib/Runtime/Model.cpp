@@ -20,7 +20,8 @@
 #include "BF16Panels.h"
 #include "Distributed.h"
 #include "ModelInterface.h"
-#include "Formats/PngImage.h"
+#include "Preprocess.h"
+#include "Formats/ImageFile.h"
 #include "Formats/Safetensors.h"
 
 #include "vmoe/Dialect/VMoE/IR/Capacity.h"
@@ -173,13 +174,21 @@ llvm::Error Model::checkCapacityRatio(double ratio) const {
 }
 
 llvm::Error Model::readImage(StringRef path, float *pixels) const {
-  ImageFormat format;
+  InputFormat format;
   format.channels = manifest.channels;
   format.height = manifest.height;
   format.width = manifest.width;
   format.mean = manifest.mean;
   format.std = manifest.std;
-  return readPngImage(path, format, pixels);
+  format.spec = &manifest.preprocess;
+  llvm::Expected<DecodedImage> image =
+      readImageFile(path, manifest.channels, manifest.preprocess.precise);
+  if (!image)
+    return image.takeError();
+  if (llvm::Error error = preprocessImage(*image, format, pixels))
+    return llvm::createStringError(path + ": " +
+                                   llvm::toString(std::move(error)));
+  return llvm::Error::success();
 }
 
 /// A row-major descriptor of `sizes` over `data`.

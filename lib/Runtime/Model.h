@@ -54,8 +54,8 @@ public:
   /// gives every MoE layer between 1 and max_capacity slots per expert.
   llvm::Error checkCapacityRatio(double ratio) const;
 
-  /// Reads a PNG file as a normalized image of this model (imageSize()
-  /// floats).
+  /// Reads a PNG or JPEG file of any size as a normalized image of this
+  /// model (imageSize() floats), preprocessed as the manifest says.
   llvm::Error readImage(llvm::StringRef path, float *pixels) const;
 
   /// Runs `count` images (count * imageSize() floats) at capacity ratio

@@ -211,8 +211,8 @@ int vmoe_model_set_threads(int threads) {
 
 int vmoe_model_get_threads(void) { return omp_get_max_threads(); }
 
-int vmoe_load_png(const vmoe_model *model, const char *path, float *pixels,
-                  char *error, size_t error_size) {
+int vmoe_load_image(const vmoe_model *model, const char *path,
+                    float *pixels, char *error, size_t error_size) {
   setError(error, error_size, "");
   if (!getManifest(model) || !path || !pixels) {
     setError(error, error_size,
@@ -224,6 +224,11 @@ int vmoe_load_png(const vmoe_model *model, const char *path, float *pixels,
   if (llvm::Error failure = model->model->readImage(path, pixels))
     return report(std::move(failure), error, error_size);
   return 0;
+}
+
+int vmoe_load_png(const vmoe_model *model, const char *path, float *pixels,
+                  char *error, size_t error_size) {
+  return vmoe_load_image(model, path, pixels, error, error_size);
 }
 
 int vmoe_model_is_training(const vmoe_model *model) {

@@ -47,8 +47,8 @@ _SIGNATURES = {
     "vmoe_model_get_padding": (ctypes.c_int, [_model]),
     "vmoe_model_set_threads": (ctypes.c_int, [ctypes.c_int]),
     "vmoe_model_get_threads": (ctypes.c_int, []),
-    "vmoe_load_png": (ctypes.c_int, [_model, ctypes.c_char_p, _float_p,
-                                     ctypes.c_char_p, ctypes.c_size_t]),
+    "vmoe_load_image": (ctypes.c_int, [_model, ctypes.c_char_p, _float_p,
+                                       ctypes.c_char_p, ctypes.c_size_t]),
     "vmoe_model_forward": (ctypes.c_int, [
         _model, _float_p, _int64, ctypes.c_double, _float_p, _int32_p,
         ctypes.c_char_p, ctypes.c_size_t]),

@@ -1,15 +1,16 @@
 """A compiled model in this process: the C API of vmoe_runtime.h over numpy.
 
 `Model` wraps one shared library from `vmoe-compile --emit=lib` (or
-`vmoe.compile`): load weights, read PNG images, run the forward pass at a
-run-time capacity ratio, and return logits and routing statistics as numpy
-arrays. Every failure of the C API becomes a `VMoEError` with its one-line
-message.
+`vmoe.compile`): load weights, read PNG and JPEG images (of any size, with
+the model's preprocessing), run the forward pass at a run-time capacity
+ratio, and return logits and routing statistics as numpy arrays. Every
+failure of the C API becomes a `VMoEError` with its one-line message.
 """
 
 import ctypes
 import json
 import os
+import re
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -52,6 +53,19 @@ class RoutingStats:
 
 def _float_pointer(array):
     return array.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+
+
+def _value_range(preprocess):
+    """(vmin, vmax) of the value_range op ending a manifest's `preprocess`
+    string (docs/ModelFormat.md §4), or None."""
+    match = re.search(r"value_range\s*\(([^)]*)\)\s*$", preprocess or "")
+    if not match:
+        return None
+    bounds = {}
+    for index, arg in enumerate(match.group(1).split(",")[:2]):
+        key, _, value = arg.rpartition("=")
+        bounds[key.strip() or ("vmin", "vmax")[index]] = float(value)
+    return bounds["vmin"], bounds["vmax"]
 
 
 class Model:
@@ -269,8 +283,11 @@ class Model:
     # -- images --------------------------------------------------------------
 
     def normalize(self, pixels):
-        """Raw 8-bit pixels [N, C, H, W] (or [C, H, W]) -> model input,
-        float32 (p / 255 - mean[c]) / std[c] as the runtime computes it."""
+        """Raw 8-bit pixels [N, C, H, W] (or [C, H, W]) of the model's size
+        -> model input, float32 as the runtime computes it after the
+        resizes and crops: x = p / 255, with value_range(a, b) in the
+        model's preprocessing x = a + x * (b - a), then (x - mean[c]) /
+        std[c]."""
         pixels = np.asarray(pixels)
         channels = self.input_shape[0]
         if pixels.shape[-3:] != self.input_shape:
@@ -280,17 +297,22 @@ class Model:
         mean = np.asarray(source.get("mean", [0.0] * channels), np.float32)
         std = np.asarray(source.get("std", [1.0] * channels), np.float32)
         x = pixels.astype(np.float32) / np.float32(255)
+        bounds = _value_range(self._manifest.get("preprocess"))
+        if bounds:
+            low, high = bounds
+            x = np.float32(low) + x * np.float32(high - low)
         return ((x - mean[:, None, None]) / std[:, None, None]).astype(
             np.float32)
 
     def load_image(self, path):
-        """Reads a PNG (docs/ModelFormat.md §4) -> [C, H, W] float32, the
-        normalized input of the model."""
+        """Reads a PNG or JPEG file of any size (docs/ModelFormat.md §4) ->
+        [C, H, W] float32: the model's input after its preprocessing
+        (resizes, crops, normalization)."""
         image = np.empty(self.input_shape, dtype=np.float32)
         error = Library.error_buffer()
         with self._lock:
             handle = self._require_weights()
-            status = self._lib.vmoe_load_png(handle, os.fsencode(path),
+            status = self._lib.vmoe_load_image(handle, os.fsencode(path),
                                              _float_pointer(image), error,
                                              len(error))
         if status != 0:
@@ -298,7 +320,7 @@ class Model:
         return image
 
     def load_images(self, paths):
-        """Reads PNG files -> [N, C, H, W] float32."""
+        """Reads PNG or JPEG files -> [N, C, H, W] float32."""
         paths = list(paths)
         images = np.empty((len(paths), *self.input_shape), dtype=np.float32)
         for i, path in enumerate(paths):

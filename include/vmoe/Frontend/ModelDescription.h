@@ -90,6 +90,9 @@ struct ModelDescription {
   std::string name;
   int64_t height = 0, width = 0, channels = 0;
   std::vector<double> mean, std;
+  /// The image preprocessing (`preprocess`, docs/ModelFormat.md §4), as
+  /// written; empty without one.
+  std::string preprocess;
   int64_t patchHeight = 0, patchWidth = 0;
   int64_t modelWidth = 0; ///< D.
   int64_t depth = 0;

@@ -8,8 +8,8 @@
 |* The public interface of the runtime linked into every model compiled by    *|
 |* vmoe-compile (docs/ModelFormat.md §5). A program links the model object    *|
 |* (or the --emit=lib shared library) and calls these functions: load the     *|
-|* weights (safetensors), read images (PNG), run the forward pass over any    *|
-|* number of images at a run-time capacity ratio.                             *|
+|* weights (safetensors), read images (PNG or JPEG, any size), run the        *|
+|* forward pass over any number of images at a run-time capacity ratio.       *|
 |*                                                                            *|
 |* Conventions: functions returning int return 0 on success and non-zero on   *|
 |* failure, with a one-line, NUL-terminated message in `error` (truncated to  *|
@@ -133,18 +133,27 @@ VMOE_RUNTIME_API int vmoe_model_set_threads(int threads);
 /// The number of OpenMP threads the next forward pass will use.
 VMOE_RUNTIME_API int vmoe_model_get_threads(void);
 
-/// Reads the PNG file `path` (8- or 16-bit; gray, gray+alpha, RGB, RGBA or
-/// palette) as an image of the model (docs/ModelFormat.md §4) into `pixels`,
-/// which must hold channels * height * width floats: channel-major, rows top
-/// to bottom, each pixel normalized as ((float)p / 255 - mean[c]) / std[c].
-/// Alpha is dropped; gray is replicated for a 3-channel model; a 1-channel
-/// model takes gray images only; the size must equal the model's.
+/// Reads the PNG or JPEG file `path` (of any size up to 65535 pixels a side
+/// and 2^27 pixels) as an image of the model (docs/ModelFormat.md §4) into
+/// `pixels`, which must hold channels * height * width floats:
+/// channel-major, rows top to bottom. The model's preprocessing runs on it
+/// (its `preprocess` ops, by default a bilinear resize to the model's
+/// size), then each value p (0..255) becomes ((float)p / 255 - mean[c]) /
+/// std[c] (or value_range's a + p / 255 * (b - a)). PNG: 8- or 16-bit;
+/// gray, gray+alpha, RGB, RGBA or palette; JPEG: gray or color. Alpha is
+/// dropped; gray is replicated for a 3-channel model; a 1-channel model
+/// takes gray images only.
+VMOE_RUNTIME_API int vmoe_load_image(const vmoe_model *model, const char *path,
+                                     float *pixels, char *error,
+                                     size_t error_size);
+
+/// The same as vmoe_load_image() (its former name; it reads JPEG too).
 VMOE_RUNTIME_API int vmoe_load_png(const vmoe_model *model, const char *path,
                                    float *pixels, char *error,
                                    size_t error_size);
 
 /// Runs the model on `n` >= 0 normalized images (`images`: n * channels *
-/// height * width floats, as vmoe_load_png() writes them) at the capacity
+/// height * width floats, as vmoe_load_image() writes them) at the capacity
 /// ratio `capacity_ratio`, in ceil(n / batch) batches, the last one padded
 /// with all-zero images that take part in routing as the padding mode says
 /// (vmoe_model_set_padding()). Writes n * classes logits to `logits`.

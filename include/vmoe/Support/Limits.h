@@ -56,6 +56,18 @@ constexpr int64_t kMaxThreads = 1024;
 /// expert room for every token; 4096 leaves room for any E used in practice.
 constexpr double kMaxCapacityRatio = 4096.0;
 
+/// Largest height or width of an image a model reads (a decoded PNG or JPEG,
+/// and every image a preprocessing op makes); JPEG's own limit is 65500.
+constexpr int64_t kMaxImageSide = 65535;
+
+/// Most pixels (height * width) in such an image, 2^27: a 134-megapixel
+/// photo, 403 MB decoded as RGB.
+constexpr int64_t kMaxImagePixels = int64_t(1) << 27;
+
+/// Most scans of a progressive JPEG (each scan passes over the whole
+/// image; libjpeg-turbo's recommended limit against slow decodes).
+constexpr int kMaxJpegScans = 500;
+
 /// a + b for a, b >= 0, saturating at INT64_MAX: sizes above every limit
 /// stay above it instead of wrapping.
 inline int64_t saturatingAdd(int64_t a, int64_t b) {

@@ -417,6 +417,22 @@ static void readManifest(const json::Object &object, Manifest &manifest,
     }
   }
 
+  // Optional preprocessing, checked as the front end checks it.
+  manifest.preprocess = defaultPreprocess(manifest.height, manifest.width);
+  if (reader.has("preprocess") && error.empty()) {
+    if (std::optional<StringRef> text = reader.getString("preprocess")) {
+      llvm::Expected<PreprocessSpec> spec = parsePreprocess(*text);
+      llvm::Error problem =
+          spec ? checkPreprocess(*spec, manifest.channels, manifest.height,
+                                 manifest.width)
+               : spec.takeError();
+      if (problem)
+        reader.fail("preprocess", llvm::toString(std::move(problem)));
+      else
+        manifest.preprocess = std::move(*spec);
+    }
+  }
+
   // Optional class names; an empty array means none.
   if (reader.has("class_names")) {
     if (const json::Array *names = reader.getArray("class_names")) {

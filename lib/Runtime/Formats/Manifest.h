@@ -16,6 +16,7 @@
 #define LIB_RUNTIME_FORMATS_MANIFEST_H
 
 #include "vmoe/Dialect/VMoE/IR/Capacity.h"
+#include "vmoe/Support/PreprocessSpec.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
@@ -89,6 +90,8 @@ struct Manifest {
   /// Per-channel normalization (float32 as the spec requires).
   llvm::SmallVector<float, 3> mean;
   llvm::SmallVector<float, 3> std;
+  /// The image preprocessing ("preprocess"; without it decode|resize(H, W)).
+  PreprocessSpec preprocess;
   int64_t classes = 0;
   /// Empty, or one name per class.
   std::vector<std::string> classNames;
@@ -121,8 +124,9 @@ struct Manifest {
 };
 
 /// Parses and checks `json`. Errors read "manifest: <field>: <problem>".
-/// Unknown fields are ignored; "input" (default mean 0, std 1) and
-/// "class_names" (empty: none) are optional, every other field is required.
+/// Unknown fields are ignored; "input" (default mean 0, std 1),
+/// "preprocess" (default decode|resize(height, width)) and "class_names"
+/// (empty: none) are optional, every other field is required.
 llvm::Expected<Manifest> parseManifest(llvm::StringRef json);
 
 } // namespace vmoe::runtime

@@ -1,4 +1,4 @@
-//===- PngImage.cpp - Read PNG images as model input ----------------------===//
+//===- PngImage.cpp - Decode PNG images -----------------------------------===//
 //
 // Part of the vmoe project, under the Apache License v2.0 with LLVM Exceptions.
 //
@@ -6,24 +6,25 @@
 //
 // libpng reports errors by longjmp to the setjmp in decodePng(). That
 // function therefore holds no C++ object with a destructor, keeps every
-// piece of state libpng's callbacks touch in a plain struct, and modifies no
-// local variable after setjmp. The file is read into memory first (so that
-// "missing" and "truncated" are told apart cleanly) and fed to libpng through
-// a read callback that refuses to run past its end.
+// piece of state libpng's callbacks touch (and the buffers it allocates) in
+// a plain struct, and modifies no local variable after setjmp. The file is
+// in memory (so that "missing" and "truncated" are told apart cleanly) and
+// fed to libpng through a read callback that refuses to run past its end.
+// The size limits are checked from the header, before any pixel memory is
+// allocated.
 //
 //===----------------------------------------------------------------------===//
 
 #include "PngImage.h"
 
 #include "llvm/ADT/Twine.h"
-#include "llvm/Support/MemoryBuffer.h"
 
 #include <png.h>
 
 #include <csetjmp>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <vector>
 
 using namespace vmoe::runtime;
 using llvm::StringRef;
@@ -35,11 +36,11 @@ namespace {
 enum class DecodeStatus {
   Success,
   /// libpng failed; PngDecoder::message says why.
-  LibpngError,
-  /// The size in the header differs from the model's.
-  WrongSize,
+  Failed,
   /// A color image for a 1-channel model.
   WrongColor,
+  /// The size in the header is outside docs/Limits.md.
+  TooLarge,
 };
 
 /// Input, output and callback state of decodePng(). Plain data only: libpng
@@ -49,19 +50,19 @@ struct PngDecoder {
   const unsigned char *data;
   size_t size;
   size_t position;
-  /// The model's image format.
+  /// The model's channels.
   int channels;
-  png_uint_32 height;
-  png_uint_32 width;
-  /// `height` rows of width * channels bytes, filled by decodePng().
-  png_bytep *rows;
   /// Set by the read callback when the file ends too early.
   bool truncated;
   /// From the PNG header.
-  png_uint_32 fileWidth;
-  png_uint_32 fileHeight;
+  png_uint_32 width;
+  png_uint_32 height;
   int colorType;
-  /// The last libpng error message.
+  /// height rows of width * channels bytes (malloc'ed here, freed by the
+  /// caller), and the row pointers into them.
+  unsigned char *pixels;
+  png_bytep *rows;
+  /// The last libpng error message, or why the image is refused.
   char message[256];
 };
 
@@ -90,41 +91,49 @@ static void readPngBytes(png_structp png, png_bytep out, size_t length) {
   decoder->position += length;
 }
 
-/// Decodes the file in `decoder` into decoder.rows as 8-bit pixels with
+/// Decodes the file in `decoder` into decoder.pixels as 8-bit pixels with
 /// decoder.channels channels. No C++ objects live here (see file comment).
 static DecodeStatus decodePng(PngDecoder &decoder) {
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &decoder,
                                            onPngError, onPngWarning);
   if (!png) {
     std::snprintf(decoder.message, sizeof(decoder.message),
-                  "cannot initialize libpng");
-    return DecodeStatus::LibpngError;
+                  "corrupt PNG file: cannot initialize libpng");
+    return DecodeStatus::Failed;
   }
   png_infop info = png_create_info_struct(png);
   if (!info) {
     png_destroy_read_struct(&png, nullptr, nullptr);
     std::snprintf(decoder.message, sizeof(decoder.message),
-                  "cannot initialize libpng");
-    return DecodeStatus::LibpngError;
+                  "corrupt PNG file: cannot initialize libpng");
+    return DecodeStatus::Failed;
   }
   // `png` and `info` are not modified after this point, so they keep their
   // values when libpng longjmps back here.
   if (setjmp(png_jmpbuf(png))) {
     png_destroy_read_struct(&png, &info, nullptr);
-    return DecodeStatus::LibpngError;
+    if (decoder.truncated)
+      std::snprintf(decoder.message, sizeof(decoder.message),
+                    "truncated PNG file");
+    else {
+      char libpngMessage[sizeof(decoder.message)];
+      std::memcpy(libpngMessage, decoder.message, sizeof(libpngMessage));
+      std::snprintf(decoder.message, sizeof(decoder.message),
+                    "corrupt PNG file: %.200s", libpngMessage);
+    }
+    return DecodeStatus::Failed;
   }
   png_set_read_fn(png, &decoder, readPngBytes);
   png_read_info(png, info);
 
   int bitDepth = 0;
   int colorType = 0;
-  png_get_IHDR(png, info, &decoder.fileWidth, &decoder.fileHeight, &bitDepth,
+  png_get_IHDR(png, info, &decoder.width, &decoder.height, &bitDepth,
                &colorType, nullptr, nullptr, nullptr);
   decoder.colorType = colorType;
-  if (decoder.fileWidth != decoder.width ||
-      decoder.fileHeight != decoder.height) {
+  if (!isImageSizeAllowed(decoder.width, decoder.height)) {
     png_destroy_read_struct(&png, &info, nullptr);
-    return DecodeStatus::WrongSize;
+    return DecodeStatus::TooLarge;
   }
   bool isGray = (colorType & PNG_COLOR_MASK_COLOR) == 0;
   if (decoder.channels == 1 && !isGray) {
@@ -145,12 +154,20 @@ static DecodeStatus decodePng(PngDecoder &decoder) {
     png_set_gray_to_rgb(png);
   png_set_interlace_handling(png);
   png_read_update_info(png, info);
+  size_t rowBytes = static_cast<size_t>(decoder.width) * decoder.channels;
   if (png_get_channels(png, info) != decoder.channels ||
       png_get_bit_depth(png, info) != 8 ||
-      png_get_rowbytes(png, info) !=
-          static_cast<size_t>(decoder.width) * decoder.channels)
+      png_get_rowbytes(png, info) != rowBytes)
     png_error(png, "unsupported pixel format");
 
+  decoder.pixels =
+      static_cast<unsigned char *>(std::malloc(rowBytes * decoder.height));
+  decoder.rows =
+      static_cast<png_bytep *>(std::malloc(sizeof(png_bytep) * decoder.height));
+  if (!decoder.pixels || !decoder.rows)
+    png_error(png, "out of memory");
+  for (png_uint_32 row = 0; row < decoder.height; ++row)
+    decoder.rows[row] = decoder.pixels + row * rowBytes;
   png_read_image(png, decoder.rows);
   // Reads up to IEND, so that a file cut after the image data is also
   // reported as truncated.
@@ -177,65 +194,35 @@ static const char *colorTypeName(int colorType) {
   }
 }
 
-llvm::Error vmoe::runtime::readPngImage(StringRef path,
-                                        const ImageFormat &format,
-                                        float *pixels) {
-  auto fail = [&](const Twine &message) {
-    return llvm::createStringError(path + ": " + message);
-  };
-  if (format.channels != 1 && format.channels != 3)
-    return fail("the model takes " + Twine(format.channels) +
-                "-channel images; PNG input needs 1 (gray) or 3 (RGB)");
-  if (static_cast<int64_t>(format.mean.size()) != format.channels ||
-      static_cast<int64_t>(format.std.size()) != format.channels ||
-      format.height < 1 || format.width < 1 || format.height > (1 << 24) ||
-      format.width > (1 << 24))
-    return fail("invalid image format");
+bool vmoe::runtime::isPngData(StringRef bytes) {
+  return bytes.size() >= 8 &&
+         png_sig_cmp(reinterpret_cast<png_const_bytep>(bytes.data()), 0, 8) ==
+             0;
+}
 
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
-  if (!file)
-    return fail("cannot read image: " + file.getError().message());
-  StringRef bytes = (*file)->getBuffer();
-  const auto *data = reinterpret_cast<const unsigned char *>(bytes.data());
-  if (bytes.size() < 8 || png_sig_cmp(data, 0, 8) != 0)
-    return fail("not a PNG file");
-
-  size_t rowBytes = static_cast<size_t>(format.width) * format.channels;
-  std::vector<unsigned char> decoded(rowBytes * format.height);
-  std::vector<png_bytep> rows(format.height);
-  for (int64_t row = 0; row < format.height; ++row)
-    rows[row] = decoded.data() + row * rowBytes;
-
+llvm::Error vmoe::runtime::decodePngImage(StringRef bytes, int64_t channels,
+                                          DecodedImage &image) {
   PngDecoder decoder = {};
-  decoder.data = data;
+  decoder.data = reinterpret_cast<const unsigned char *>(bytes.data());
   decoder.size = bytes.size();
-  decoder.channels = static_cast<int>(format.channels);
-  decoder.height = static_cast<png_uint_32>(format.height);
-  decoder.width = static_cast<png_uint_32>(format.width);
-  decoder.rows = rows.data();
-  switch (decodePng(decoder)) {
+  decoder.channels = static_cast<int>(channels);
+  DecodeStatus status = decodePng(decoder);
+  std::free(decoder.rows);
+  image.pixels.reset(decoder.pixels);
+  switch (status) {
   case DecodeStatus::Success:
     break;
-  case DecodeStatus::LibpngError:
-    if (decoder.truncated)
-      return fail("truncated PNG file");
-    return fail("corrupt PNG file: " + Twine(decoder.message));
-  case DecodeStatus::WrongSize:
-    return fail(Twine(decoder.fileWidth) + "x" + Twine(decoder.fileHeight) +
-                " pixels, model expects " + Twine(format.width) + "x" +
-                Twine(format.height));
+  case DecodeStatus::Failed:
+    return llvm::createStringError(Twine(decoder.message));
+  case DecodeStatus::TooLarge:
+    return llvm::createStringError(
+        checkImageSize(decoder.width, decoder.height));
   case DecodeStatus::WrongColor:
-    return fail(Twine(colorTypeName(decoder.colorType)) +
-                " image, model expects 1-channel gray");
+    return llvm::createStringError(Twine(colorTypeName(decoder.colorType)) +
+                                   " image, model expects 1-channel gray");
   }
-
-  // Interleaved rows to channel-major, normalized.
-  int64_t planeSize = format.height * format.width;
-  for (int64_t c = 0; c < format.channels; ++c)
-    for (int64_t i = 0; i < planeSize; ++i)
-      pixels[c * planeSize + i] = normalizePixel(
-          decoded[i * format.channels + c], format.mean[c], format.std[c]);
+  image.height = decoder.height;
+  image.width = decoder.width;
+  image.channels = channels;
   return llvm::Error::success();
 }

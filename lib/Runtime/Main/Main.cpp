@@ -5,8 +5,9 @@
 //===----------------------------------------------------------------------===//
 //
 // The command line of an executable from `vmoe-compile --emit=exe`: load the
-// weights, read PNG images (from the command line or an image list with
-// optional labels), classify them, and optionally print logits, routing
+// weights, read PNG or JPEG images of any size (from the command line or an
+// image list with optional labels), classify them, print the top classes
+// (named by the model or a --labels file), and optionally logits, routing
 // statistics, accuracy and a throughput benchmark. It uses only the public
 // C API (vmoe_runtime.h), and lives in its own library (vmoe_runtime_main)
 // so that shared-library builds of a model carry no main().
@@ -21,6 +22,7 @@
 #include "Main.h"
 
 #include "ImageList.h"
+#include "Labels.h"
 #include "../Distributed.h"
 
 #include "vmoe/Dialect/VMoE/IR/Capacity.h"
@@ -66,7 +68,8 @@ enum PaddingMode : int {
 /// The command line options. Constructed in main() once LLVMSupport's own
 /// options exist, because --stats replaces LLVM's option of that name.
 struct Options {
-  cl::list<std::string> images{cl::Positional, cl::desc("<image.png>..."),
+  cl::list<std::string> images{cl::Positional,
+                               cl::desc("<image (PNG or JPEG)>..."),
                                cl::cat(modelCategory)};
   cl::opt<std::string> weights{"weights",
                                cl::desc("Weights of the model (safetensors)"),
@@ -81,8 +84,14 @@ struct Options {
       cl::desc("Capacity ratio C of the MoE layers (default: the model's)"),
       cl::value_desc("C"), cl::cat(modelCategory)};
   cl::opt<unsigned> top{
-      "top", cl::desc("Classes printed per image (default 1)"),
+      "top", cl::desc("Classes printed per image, most probable first "
+                      "(default 1)"),
       cl::value_desc("N"), cl::init(1), cl::cat(modelCategory)};
+  cl::opt<std::string> labels{
+      "labels",
+      cl::desc("Class names, one per line (e.g. an ImageNet label list); "
+               "default: the model's"),
+      cl::value_desc("file"), cl::cat(modelCategory)};
   cl::opt<bool> stats{"stats",
                       cl::desc("Print kept choices per expert and dropped "
                                "choices per MoE layer"),
@@ -137,25 +146,35 @@ static int fail(const Twine &message) {
   return 1;
 }
 
-/// The class index of `label`: a class name of the model, else a class
-/// number.
-static std::optional<int64_t> resolveLabel(const vmoe_model *model,
-                                           StringRef label) {
+/// The class names: those of --labels, else the model's, else none.
+static llvm::Expected<std::vector<std::string>>
+getClassNames(const Options &options, const vmoe_model *model) {
   int64_t classes = vmoe_model_classes(model);
+  if (!options.labels.empty())
+    return readLabels(options.labels, classes);
+  std::vector<std::string> names;
   for (int64_t c = 0; c < classes; ++c)
     if (const char *name = vmoe_model_class_name(model, c))
-      if (label == name)
-        return c;
+      names.push_back(name);
+  return names;
+}
+
+/// The class index of `label`: a class name, else a class number.
+static std::optional<int64_t> resolveLabel(llvm::ArrayRef<std::string> names,
+                                           int64_t classes, StringRef label) {
+  for (auto [c, name] : llvm::enumerate(names))
+    if (label == name)
+      return static_cast<int64_t>(c);
   int64_t index = 0;
   if (!label.getAsInteger(10, index) && index >= 0 && index < classes)
     return index;
   return std::nullopt;
 }
 
-/// The name of class `c` (its number when the model has no names).
-static std::string className(const vmoe_model *model, int64_t c) {
-  if (const char *name = vmoe_model_class_name(model, c))
-    return name;
+/// The name of class `c` (its number without names).
+static std::string className(llvm::ArrayRef<std::string> names, int64_t c) {
+  if (!names.empty())
+    return names[c];
   return std::to_string(c);
 }
 
@@ -178,7 +197,7 @@ static std::vector<int64_t> rankClasses(llvm::ArrayRef<float> logits) {
 
 /// Prints "<path>: <class> (<prob>), ..." for the `top` most probable
 /// classes (softmax of the logits, in double).
-static void printTopClasses(const vmoe_model *model, StringRef path,
+static void printTopClasses(llvm::ArrayRef<std::string> names, StringRef path,
                             llvm::ArrayRef<float> logits, unsigned top) {
   double largest = *std::max_element(logits.begin(), logits.end());
   std::vector<double> probabilities;
@@ -192,7 +211,7 @@ static void printTopClasses(const vmoe_model *model, StringRef path,
   for (unsigned i = 0; i < top && i < order.size(); ++i) {
     if (i != 0)
       llvm::outs() << ", ";
-    llvm::outs() << className(model, order[i]) << " ("
+    llvm::outs() << className(names, order[i]) << " ("
                  << llvm::format("%.4f", probabilities[order[i]] / sum) << ")";
   }
   llvm::outs() << "\n";
@@ -314,6 +333,7 @@ static void printLosses(const vmoe_model *model) {
 
 /// Prints the header, one line per image, and the accuracy.
 static void printResults(const Options &options, const vmoe_model *model,
+                         llvm::ArrayRef<std::string> names,
                          llvm::ArrayRef<ImageEntry> entries,
                          llvm::ArrayRef<float> logits, double ratio) {
   if (!options.quiet)
@@ -327,7 +347,7 @@ static void printResults(const Options &options, const vmoe_model *model,
   for (const auto &[index, entry] : llvm::enumerate(entries)) {
     llvm::ArrayRef<float> row = logits.slice(index * classes, classes);
     if (!options.quiet)
-      printTopClasses(model, entry.path, row, top);
+      printTopClasses(names, entry.path, row, top);
     if (options.printLogits) {
       llvm::outs() << entry.path << ": logits";
       for (float logit : row)
@@ -387,7 +407,7 @@ static int run(const Options &options) {
     if (llvm::Error error = readImageList(options.imageList, entries))
       return fail(llvm::toString(std::move(error)));
   if (entries.empty())
-    return fail("no images: give PNG files or --image-list FILE");
+    return fail("no images: give PNG or JPEG files or --image-list FILE");
 
   char error[kErrorSize];
   ModelPtr model(
@@ -407,10 +427,15 @@ static int run(const Options &options) {
                      : vmoe_model_default_capacity_ratio(model.get());
   if (vmoe_model_check_capacity_ratio(model.get(), ratio, error, sizeof(error)))
     return fail(error);
+  llvm::Expected<std::vector<std::string>> names =
+      getClassNames(options, model.get());
+  if (!names)
+    return fail(llvm::toString(names.takeError()));
+  int64_t classes = vmoe_model_classes(model.get());
   for (ImageEntry &entry : entries) {
     if (entry.label.empty())
       continue;
-    entry.labelClass = resolveLabel(model.get(), entry.label);
+    entry.labelClass = resolveLabel(*names, classes, entry.label);
     if (!entry.labelClass)
       return fail(entry.origin + ": label '" + entry.label +
                   "' is not a class name or number of the model");
@@ -426,7 +451,7 @@ static int run(const Options &options) {
   std::vector<float> images(numImages * imageSize);
   for (const auto &[index, entry] : llvm::enumerate(entries))
     if (ownsImage(static_cast<int64_t>(index), batch) &&
-        vmoe_load_png(model.get(), entry.path.c_str(),
+        vmoe_load_image(model.get(), entry.path.c_str(),
                       images.data() + index * imageSize, error, sizeof(error)))
       return fail(error);
   // Under MPI: every process is ready and was given the same run, or all
@@ -440,7 +465,7 @@ static int run(const Options &options) {
                          logits.data(), stats.data(), error, sizeof(error)))
     return fail(error);
   if (isPrintingProcess()) {
-    printResults(options, model.get(), entries, logits, ratio);
+    printResults(options, model.get(), *names, entries, logits, ratio);
     if (options.stats)
       printRoutingStats(model.get(), stats, numImages, ratio);
     if (options.losses)
@@ -475,7 +500,7 @@ int vmoe::runtime::runMain(int argc, char **argv) {
   });
   if (std::optional<std::string> error = vmoe::parseCommandLineOneLine(
           argc, argv,
-          "classify PNG images with a compiled vmoe model\n\n"
+          "classify PNG and JPEG images with a compiled vmoe model\n\n"
           "Prints '<path>: <class> (<probability>)' per image.\n"))
     return fail(*error);
   return run(options);

@@ -70,8 +70,8 @@ int main(int argc, char **argv) {
               vmoe_model_check_capacity_ratio(NULL, 1.0, error, sizeof(error)),
               error);
   float pixels[64];
-  printStatus("load_png NULL model",
-              vmoe_load_png(NULL, "x.png", pixels, error, sizeof(error)),
+  printStatus("load_image NULL model",
+              vmoe_load_image(NULL, "x.png", pixels, error, sizeof(error)),
               error);
   printStatus("forward NULL model",
               vmoe_model_forward(NULL, pixels, 1, 1.0, pixels, NULL, error,
@@ -129,18 +129,22 @@ int main(int argc, char **argv) {
         error);
   }
 
-  /* Images: bad arguments and bad files. */
-  printStatus("load_png NULL path",
+  /* Images: bad arguments and bad files (big.png is resized: ok). */
+  printStatus("load_image NULL path",
+              vmoe_load_image(model, NULL, pixels, error, sizeof(error)), error);
+  printStatus("load_image NULL pixels",
+              vmoe_load_image(model, "x.png", NULL, error, sizeof(error)),
+              error);
+  printStatus("load_png (the former name) NULL path",
               vmoe_load_png(model, NULL, pixels, error, sizeof(error)), error);
-  printStatus("load_png NULL pixels",
-              vmoe_load_png(model, "x.png", NULL, error, sizeof(error)), error);
   const char *bad[] = {"notpng.png", "truncated.png", "big.png", "rgb.png",
                        "nowhere.png"};
   for (int i = 0; i < 5; ++i) {
     char call[64];
     snprintf(path, sizeof(path), "%s/%s", dir, bad[i]);
-    snprintf(call, sizeof(call), "load_png %s", bad[i]);
-    printStatus(call, vmoe_load_png(model, path, pixels, error, sizeof(error)),
+    snprintf(call, sizeof(call), "load_image %s", bad[i]);
+    printStatus(call,
+                vmoe_load_image(model, path, pixels, error, sizeof(error)),
                 error);
   }
 
@@ -151,9 +155,9 @@ int main(int argc, char **argv) {
   float *images = calloc((size_t)(n * size), sizeof(float));
   float *copy = calloc((size_t)(n * size), sizeof(float));
   for (int i = 0; i < n; ++i)
-    if (vmoe_load_png(model, argv[3 + i], images + i * size, error,
-                      sizeof(error))) {
-      printStatus("load_png", 1, error);
+    if (vmoe_load_image(model, argv[3 + i], images + i * size, error,
+                        sizeof(error))) {
+      printStatus("load_image", 1, error);
       return 1;
     }
   memcpy(copy, images, (size_t)(n * size) * sizeof(float));

@@ -22,7 +22,10 @@
 |* strides, 64-byte alignment) and aborts on a violation.                     *|
 |*                                                                            *|
 |* Variants: default: 1 channel, 2x2 pixels, 2 named classes; -DFAKE_RGB:     *|
-|* 3 channels, unnamed classes; -DFAKE_BAD_MANIFEST=<n>: a broken manifest.   *|
+|* 3 channels, unnamed classes; -DFAKE_PHOTO: 3 channels, 7x5, named         *|
+|* classes; -DFAKE_SQUARE: 3 channels, 6x6, no mean and std;                 *|
+|* -DFAKE_PREPROCESS=<n>: a "preprocess" field; -DFAKE_BAD_MANIFEST=<n>: a    *|
+|* broken manifest.                                                           *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
@@ -49,16 +52,42 @@ typedef struct {
 } I32x2;
 
 #define BATCH 2
-#define HEIGHT 2
-#define WIDTH 2
 #define CLASSES 2
 #define EXPERTS 2
 #define TOKENS (HEIGHT * WIDTH)
 
-#ifdef FAKE_RGB
+#if defined(FAKE_PHOTO)
+/* RGB 7x5 (height x width): images of other sizes are resized. */
 #define CHANNELS 3
+#define HEIGHT 7
+#define WIDTH 5
+#define BIAS_OFFSET 224
+#define WEIGHTS_SIZE 226
+#define TOKENS_TEXT "35"
+#define MANIFEST_IMAGE                                                         \
+  "\"image\": {\"channels\": 3, \"height\": 7, \"width\": 5}, "                \
+  "\"input\": {\"mean\": [0.5, 0.25, 0.125], \"std\": [0.5, 0.25, 2.0]}, "     \
+  "\"classes\": 2, \"class_names\": [\"cold\", \"warm\"], "
+#define MANIFEST_KERNEL_SHAPE "[105, 2]"
+#elif defined(FAKE_SQUARE)
+/* RGB 6x6, normalized by the preprocess field's value_range. */
+#define CHANNELS 3
+#define HEIGHT 6
+#define WIDTH 6
+#define BIAS_OFFSET 224
+#define WEIGHTS_SIZE 226
+#define TOKENS_TEXT "36"
+#define MANIFEST_IMAGE                                                         \
+  "\"image\": {\"channels\": 3, \"height\": 6, \"width\": 6}, "                \
+  "\"classes\": 2, "
+#define MANIFEST_KERNEL_SHAPE "[108, 2]"
+#elif defined(FAKE_RGB)
+#define CHANNELS 3
+#define HEIGHT 2
+#define WIDTH 2
 #define BIAS_OFFSET 32
 #define WEIGHTS_SIZE 34
+#define TOKENS_TEXT "4"
 #define MANIFEST_IMAGE                                                         \
   "\"image\": {\"channels\": 3, \"height\": 2, \"width\": 2}, "                \
   "\"input\": {\"mean\": [0.5, 0.25, 0.125], \"std\": [0.5, 0.25, 2.0]}, "     \
@@ -66,8 +95,11 @@ typedef struct {
 #define MANIFEST_KERNEL_SHAPE "[12, 2]"
 #else
 #define CHANNELS 1
+#define HEIGHT 2
+#define WIDTH 2
 #define BIAS_OFFSET 16
 #define WEIGHTS_SIZE 18
+#define TOKENS_TEXT "4"
 #define MANIFEST_IMAGE                                                         \
   "\"image\": {\"channels\": 1, \"height\": 2, \"width\": 2}, "                \
   "\"input\": {\"mean\": [0.5], \"std\": [0.25]}, "                            \
@@ -75,13 +107,34 @@ typedef struct {
 #define MANIFEST_KERNEL_SHAPE "[4, 2]"
 #endif
 
+/* The "preprocess" field of -DFAKE_PREPROCESS=<n> (none by default). */
+#ifndef FAKE_PREPROCESS
+#define MANIFEST_PREPROCESS ""
+#elif FAKE_PREPROCESS == 1
+#define MANIFEST_PREPROCESS "\"preprocess\": \"decode\", "
+#elif FAKE_PREPROCESS == 2
+#define MANIFEST_PREPROCESS                                                    \
+  "\"preprocess\": \"decode(precise=True)|resize_small(9)|central_crop(6)|"    \
+  "value_range(-1, 1)\", "
+#elif FAKE_PREPROCESS == 3
+#define MANIFEST_PREPROCESS                                                    \
+  "\"preprocess\": \"decode(precise=True)|resize(8, 10)|central_crop(6)|"      \
+  "value_range(-1, 1)\", "
+#elif FAKE_PREPROCESS == 4
+#define MANIFEST_PREPROCESS "\"preprocess\": \"decode|central_crop(2)\", "
+#elif FAKE_PREPROCESS == 5
+#define MANIFEST_PREPROCESS                                                    \
+  "\"preprocess\": \"decode|resize_small(60000)|central_crop(2)\", "
+#endif
+
 #define PIXELS (CHANNELS * HEIGHT * WIDTH)
 #define STRINGIFY_VALUE(x) #x
 #define STRINGIFY(x) STRINGIFY_VALUE(x)
 
 #define MANIFEST_MOE_LAYER                                                     \
-  "{\"block\": 1, \"num_experts\": 2, \"k\": 1, \"tokens_per_group\": 4, "     \
-  "\"capacity_rule\": \"round\", \"multiple_of\": 1, \"max_capacity\": 4}"
+  "{\"block\": 1, \"num_experts\": 2, \"k\": 1, "                              \
+  "\"tokens_per_group\": " TOKENS_TEXT ", \"capacity_rule\": \"round\", "        \
+  "\"multiple_of\": 1, \"max_capacity\": " TOKENS_TEXT "}"
 #define MANIFEST_TENSORS                                                       \
   "\"weights_size\": " STRINGIFY(                                              \
       WEIGHTS_SIZE) ", "                                                       \
@@ -95,7 +148,7 @@ typedef struct {
 static const char manifest[] =
     "{\"format\": \"vmoe-compiled-model\", \"version\": 1, "
     "\"name\": \"fake-model\", \"batch_images\": 2, " MANIFEST_IMAGE
-    "\"routing\": \"bpr\", "
+    MANIFEST_PREPROCESS "\"routing\": \"bpr\", "
     "\"capacity_ratio\": 1.0, \"max_capacity_ratio\": 2.0, "
     "\"moe_layers\": [" MANIFEST_MOE_LAYER "], " MANIFEST_TENSORS "}";
 #elif FAKE_BAD_MANIFEST == 1
@@ -147,6 +200,22 @@ static const char manifest[] =
     "{\"format\": \"vmoe-compiled-model\", \"version\": 1, "
     "\"name\": \"fake-model\", \"batch_images\": 2, " MANIFEST_IMAGE
     "\"capacity_ratio\": 1.0, \"max_capacity_ratio\": 1e300, "
+    "\"moe_layers\": [" MANIFEST_MOE_LAYER "], " MANIFEST_TENSORS "}";
+#elif FAKE_BAD_MANIFEST == 11
+/* Preprocessing that ends on 3x3 images for a 2x2 model. */
+static const char manifest[] =
+    "{\"format\": \"vmoe-compiled-model\", \"version\": 1, "
+    "\"name\": \"fake-model\", \"batch_images\": 2, " MANIFEST_IMAGE
+    "\"preprocess\": \"decode|resize(3)\", "
+    "\"capacity_ratio\": 1.0, \"max_capacity_ratio\": 2.0, "
+    "\"moe_layers\": [" MANIFEST_MOE_LAYER "], " MANIFEST_TENSORS "}";
+#elif FAKE_BAD_MANIFEST == 12
+/* Preprocessing with an op the runtime does not know. */
+static const char manifest[] =
+    "{\"format\": \"vmoe-compiled-model\", \"version\": 1, "
+    "\"name\": \"fake-model\", \"batch_images\": 2, " MANIFEST_IMAGE
+    "\"preprocess\": \"decode|flip_lr|resize(2)\", "
+    "\"capacity_ratio\": 1.0, \"max_capacity_ratio\": 2.0, "
     "\"moe_layers\": [" MANIFEST_MOE_LAYER "], " MANIFEST_TENSORS "}";
 #elif FAKE_BAD_MANIFEST == 9 || FAKE_BAD_MANIFEST == 10
 /* Panel fields on a [4, 2] head.kernel: bf16 pair panels of width 16 need

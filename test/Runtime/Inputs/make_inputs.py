@@ -11,8 +11,9 @@ format rules of docs/ModelFormat.md §4, emulating float32 arithmetic.
   make_inputs.py weights DIR             good and broken safetensors files
   make_inputs.py expect --model MODEL [options] PATH...
       FileCheck lines (PREFIX, then PREFIX-NEXT) for the images PATH and the
-      --list entries: the top classes, or with --logits the logits in
-      %.9g; then the accuracy when the list has labels.
+      --list entries: the top classes (named as in --labels FILE when
+      given), or with --logits the logits in %.9g; then the accuracy when
+      the list has labels.
 """
 
 import argparse
@@ -204,6 +205,15 @@ def write_images(directory):
         f.write("black.png dark\nwhite.png cat\n")
     with open(os.path.join(directory, "list_missing.txt"), "w") as f:
         f.write("black.png\nnowhere.png\n")
+    # Class name files (--labels) for the gray model's 2 classes.
+    for name, text in (("labels.txt", "night\nday\n"),
+                       ("labels_crlf.txt", "night \r\nday\r\n"),
+                       ("labels_three.txt", "night\nday\ndusk\n"),
+                       ("labels_empty_line.txt", "night\n\n")):
+        with open(os.path.join(directory, name), "w", newline="") as f:
+            f.write(text)
+    with open(os.path.join(directory, "list_labels.txt"), "w") as f:
+        f.write("black.png night\nwhite.png day\ngradient.png day\n")
 
 
 # ----------------------------------------------------------------------------
@@ -315,8 +325,7 @@ def ranked(logits):
     return sorted(range(len(logits)), key=lambda c: (-logits[c], c))
 
 
-def top_line(path, logits, model, top):
-    names = MODELS[model]["class_names"]
+def top_line(path, logits, names, top):
     largest = max(logits)
     exps = [math.exp(v - largest) for v in logits]
     parts = []
@@ -340,6 +349,8 @@ def expect(args):
     if args.list:
         entries += list(read_list(args.list))
     names = MODELS[args.model]["class_names"] or []
+    if args.labels:
+        names = [line.strip() for line in open(args.labels)]
     correct = labeled = 0
     lines = []
     for path, label in entries:
@@ -349,7 +360,7 @@ def expect(args):
             lines.append("%s: logits %s" % (
                 path, " ".join("%.9g" % v for v in logits)))
         else:
-            lines.append(top_line(path, logits, args.model, args.top))
+            lines.append(top_line(path, logits, names, args.top))
         if label is not None:
             labeled += 1
             cls = names.index(label) if label in names else int(label)
@@ -372,6 +383,7 @@ def main():
     exp.add_argument("paths", nargs="*")
     exp.add_argument("--list")
     exp.add_argument("--top", type=int, default=1)
+    exp.add_argument("--labels")
     exp.add_argument("--logits", action="store_true")
     exp.add_argument("--prefix", default="CHECK")
     args = parser.parse_args()
