@@ -107,8 +107,13 @@ def main(argv=None):
           f"{len(tensors)} tensors, depth {desc['depth']}, width "
           f"{desc['width']}, head {desc['head']}"
           + (f", MoE in blocks {_blocks(desc)} (E={moe['num_experts']}, "
-             f"k={moe['k']})" if moe else ", dense"))
+             f"{_choices(moe)})" if moe else ", dense"))
     return 0
+
+
+def _choices(moe):
+    """k for token choice, else the family (expert_choice, soft)."""
+    return f"k={moe['k']}" if "k" in moe else moe["routing"]
 
 
 def _blocks(desc):
