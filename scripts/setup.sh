@@ -12,6 +12,7 @@ PACKAGES=(
   libomp-22-dev                                  # OpenMP runtime of models
   libpng-dev                                     # PNG input of models
   python3-torch python3-numpy                    # numerical reference
+  python3-msgpack                                # Flax checkpoints (importers)
   python3-pip python3-venv python3-setuptools    # pip install ./python
   libopenblas0-pthread                           # fast BLAS for torch (bench/)
   python3-sklearn python3-matplotlib             # digits data set, plots

@@ -113,5 +113,5 @@ def _read_npy(f, size, what):
         data = np.frombuffer(bytes(data), dtype).byteswap().tobytes()
     array = _msgpack.from_bytes(bytes(data), list(shape), name, what)
     if fortran:
-        array = array.reshape(shape[::-1]).transpose()
-    return np.ascontiguousarray(array)
+        array = np.ascontiguousarray(array.reshape(shape[::-1]).transpose())
+    return array

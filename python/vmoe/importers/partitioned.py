@@ -224,6 +224,9 @@ def _add_chunk(chunk, leaf, shard, where, hint):
         if dtype != leaf.dtype or len(shape) != 1:
             raise ImporterError(f"{where}: a subchunk of {dtype} {shape}, "
                                 f"expected 1-D {leaf.dtype}{hint}")
+        if len(payload) != shape[0] * _msgpack.ITEMSIZE[dtype]:
+            raise ImporterError(f"{where}: a subchunk claims {shape[0]} "
+                                f"elements and holds {len(payload)} bytes")
         data.append(payload)
     shape = [stop - start for start, stop in piece]
     leaf.chunks[piece] = _msgpack.from_bytes(b"".join(data), shape,
