@@ -22,7 +22,6 @@ import struct
 import sys
 import tempfile
 import tracemalloc
-import traceback
 import zipfile
 
 import msgpack
@@ -31,6 +30,7 @@ import numpy as np
 from vmoe import importers
 from vmoe.importers import __main__ as cli
 from vmoe.importers import flax_checkpoint, flax_config, partitioned
+from vmoe_ref import selftest
 from vmoe_tools import flax_files, flax_layout
 
 _MOE = {"layers": [1], "num_experts": 4, "group_size": 10,
@@ -261,7 +261,6 @@ def _leaf_number(key):
 
 def test_partitioned_errors():
     key = "head/kernel"
-    info_shape = [8, 3]
     with tempfile.TemporaryDirectory() as tmp:
         prefix = _partitioned(tmp)
         shard0 = partitioned.data_path(prefix, 0, 2)
@@ -676,22 +675,8 @@ def test_fuzz():
             _survives(_import(npz, config), f"config mutation {i}")
 
 
-TESTS = [value for name, value in sorted(globals().items())
-         if name.startswith("test_")]
-
-
 def main():
-    failed = []
-    for test in TESTS:
-        try:
-            test()
-        except Exception:  # report every failure, then exit non-zero
-            failed.append(test.__name__)
-            print(f"FAIL {test.__name__}", file=sys.stderr)
-            traceback.print_exc()
-    print(f"vmoe.importers.test_flax: {len(TESTS) - len(failed)} passed, "
-          f"{len(failed)} failed")
-    return 1 if failed else 0
+    return selftest.run("vmoe.importers.test_flax", globals())
 
 
 if __name__ == "__main__":
