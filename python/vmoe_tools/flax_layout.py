@@ -48,7 +48,9 @@ def _moe_layers(config):
 
 
 def router_name(moe):
-    return moe.get("router", {}).get("name", "NoisyTopExpertsPerItemRouter")
+    """The router's class name (a dotted path names it too)."""
+    name = moe.get("router", {}).get("name", "NoisyTopExpertsPerItemRouter")
+    return name.rsplit(".", 1)[-1]
 
 
 def soft_slots(moe):
