@@ -17,7 +17,7 @@ import msgpack
 import numpy as np
 
 __all__ = ["bf16_exact", "write_partitioned", "write_msgpack",
-           "leaf_order"]
+           "leaf_order", "nest"]
 
 _CHUNKS_KEY = "__msgpack_array_chunk_a87ca2__"
 
@@ -28,7 +28,8 @@ def bf16_exact(array):
     return (bits & np.uint32(0xFFFF0000)).view(np.float32)
 
 
-def _nest(flat):
+def nest(flat):
+    """Nested dicts of {'/'-path: value}."""
     tree = {}
     for path, value in flat.items():
         node = tree
@@ -96,7 +97,7 @@ def write_partitioned(prefix, flat, shards=2, bf16=(), split=(),
         infos[path] = msgpack.ExtType(8, msgpack.packb(
             [shaped, [_slice_nd(b) for b in pieces], owners],
             use_bin_type=True))
-    index = {"shard_count": shards, "index": _nest(infos)}
+    index = {"shard_count": shards, "index": nest(infos)}
     if version:
         index["version"] = "20220622"
     files = [prefix + ".index"]
@@ -125,7 +126,7 @@ def write_msgpack(path, flat, chunked=(), chunk_elements=5, step=1000):
                     for i in range(0, flat1.size, chunk_elements)}}
         else:
             leaves[key] = _array_ext(value, "float32")
-    state = {"params": _nest(leaves),
+    state = {"params": nest(leaves),
              "step": _array_ext(np.asarray(step), "int32", code=3)}
     with open(path, "wb") as f:
         f.write(msgpack.packb(state, use_bin_type=True))

@@ -97,17 +97,6 @@ def _config(moe):
                         else 24, "num_heads": 2, "moe": moe}}
 
 
-def _nest(flat):
-    tree = {}
-    for path, value in flat.items():
-        node = tree
-        *parents, leaf = path.split("/")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return tree
-
-
 def _model_logits(config, params, images):
     """The original VisionTransformerMoe's logits (NHWC input)."""
     import jax  # pylint: disable=import-outside-toplevel
@@ -125,7 +114,7 @@ def _model_logits(config, params, images):
     if want != got:
         raise RuntimeError(f"flax_layout's tree differs from the model's: "
                            f"{sorted(set(want.items()) ^ set(got.items()))}")
-    variables = {"params": _nest({k: jnp.asarray(v)
+    variables = {"params": flax_files.nest({k: jnp.asarray(v)
                                   for k, v in params.items()})}
     logits, _ = model.apply(variables, x)
     return np.asarray(logits, np.float64)
@@ -153,7 +142,7 @@ def check_vmoe(args, compile_and_run, images):
         want = _model_logits(config, params, x)
         work = os.path.join(args.work, "vmoe-" + name)
         os.makedirs(work, exist_ok=True)
-        tree = _nest({k: jnp.asarray(v, jnp.bfloat16 if k in bf16 else
+        tree = flax_files.nest({k: jnp.asarray(v, jnp.bfloat16 if k in bf16 else
                                      jnp.float32)
                       for k, v in params.items()})
         prefix = os.path.join(work, "checkpoint")
