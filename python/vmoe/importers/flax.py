@@ -317,7 +317,9 @@ def import_flax(path, config=None, *, image_size=None, mean=(0.5,),
     params.finish()
 
     moe = None
-    if moe_weights["blocks"]:
+    if not moe_weights["blocks"]:
+        cfg.check_no_moe()
+    else:
         tokens = patches + (1 if head == "token" else 0)
         moe = moe_settings(cfg, dict(moe_weights,
                                      description_mlp_dim=mlp_dim),

@@ -187,6 +187,29 @@ class Config:
     def ignore(self, *paths):
         self.seen.update(paths)
 
+    def ignore_tree(self, path):
+        """Marks `path` and every field below it read."""
+        def walk(node, prefix):
+            self.seen.add(prefix)
+            if isinstance(node, dict):
+                for key, value in node.items():
+                    walk(value, f"{prefix}.{key}")
+        node = self.config
+        for part in path.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return
+            node = node[part]
+        walk(node, path)
+
+    def check_no_moe(self):
+        """A dense checkpoint: encoder.moe may only list no layers (its
+        other fields are then unused, as in the original)."""
+        layers = self.int_list("encoder.moe.layers")
+        if layers:
+            raise ImporterError(f"config: encoder.moe.layers: {layers}, the "
+                                "weights have no MoE block")
+        self.ignore_tree("encoder.moe")
+
     def check_unknown(self):
         """Fails on the first field nobody read."""
         def walk(node, prefix):

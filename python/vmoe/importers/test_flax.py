@@ -594,6 +594,22 @@ def test_vit_jax_current_names():
             params["Transformer/encoderblock_1/LayerNorm_1/scale"])
 
 
+def test_dense_checkpoint_moe_config():
+    """soft_moe's ViT configs carry encoder.moe = {layers: ()}: unused."""
+    config = copy.deepcopy(_CONFIG)
+    del config["encoder"]["moe"]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "vit.npz")
+        np.savez(path, **_params(config))
+        config["encoder"]["moe"] = {"layers": [], "num_experts": 8,
+                                    "router": {"name": "SoftRouter"}}
+        desc, _ = importers.import_flax(path, config)
+        assert "moe" not in desc
+        config["encoder"]["moe"]["layers"] = [1]
+        _expect_error(_import(path, config), "encoder.moe.layers: [1], the "
+                      "weights have no MoE block")
+
+
 def test_released_configs():
     for name, config in flax_config.released.CONFIGS.items():
         cfg = flax_config.Config(flax_config.load_config(name))
