@@ -119,11 +119,6 @@ FLAX = {
         "big_vision", _vmoe_config(classes=5, patch=(2, 4), width=12, depth=2,
                                    heads=3, mlp_dim=20),
         (8, 8), 1, False),
-    # Today's flax names vit_jax's modules with a counter per type.
-    "flax-vit_jax-current": (
-        "vit_jax_current", _vmoe_config(classes=4, patch=(4, 4), width=12,
-                                        depth=2, heads=3, mlp_dim=16),
-        (8, 8), 1, False),
     # The released format: .index + 2 shards, bfloat16 leaves, an array cut
     # over both shards, subchunks; every block a MoE whose experts are
     # narrower than encoder.mlp_dim (which then nothing in the weights has).
@@ -191,8 +186,8 @@ UPCYCLE = {
 CASES = list(FLAX) + list(TIMM) + list(UPCYCLE)
 # Checkpoint formats and routers of the Flax importer: run when named
 # (test/Integration/CPU/importers-flax-formats.test), not by default.
-FORMATS = ["flax-vit_jax-current", "flax-vmoe-partitioned-all-moe",
-           "flax-vmoe-expert-choice-msgpack", "flax-vmoe-soft-unversioned"]
+FORMATS = ["flax-vmoe-partitioned-all-moe", "flax-vmoe-expert-choice-msgpack",
+           "flax-vmoe-soft-unversioned"]
 DEFAULT = [case for case in CASES if case not in FORMATS]
 
 

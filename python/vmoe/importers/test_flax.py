@@ -580,18 +580,28 @@ def test_every_block_moe_and_families():
 
 
 def test_vit_jax_current_names():
+    """vit_jax built with today's flax (a name counter per module type)
+    imports exactly as the released names (check_import tests those)."""
     config = {"num_classes": 3, "patch_size": [4, 4], "hidden_size": 8,
               "encoder": {"num_layers": 2, "mlp_dim": 12, "num_heads": 2}}
+    old = _params(config, "vit_jax")
+    renames = {"MultiHeadDotProductAttention_1":
+               "MultiHeadDotProductAttention_0",
+               "LayerNorm_2": "LayerNorm_1", "MlpBlock_3": "MlpBlock_0"}
+    current = {}
+    for key, value in old.items():
+        parts = key.split("/")
+        current["/".join(renames.get(p, p) for p in parts)] = value
+    assert sorted(current) == sorted(_params(config, "vit_jax_current"))
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "vit.npz")
-        params = _params(config, "vit_jax_current")
-        assert "Transformer/encoderblock_1/MlpBlock_0/Dense_0/kernel" in \
-            params
-        np.savez(path, **params)
-        desc, tensors = importers.import_flax(path, config)
-        assert desc["depth"] == 2 and np.array_equal(
-            tensors["blocks.1.ln2.scale"],
-            params["Transformer/encoderblock_1/LayerNorm_1/scale"])
+        imported = []
+        for params in (old, current):
+            path = os.path.join(tmp, "vit.npz")
+            np.savez(path, **params)
+            imported.append(importers.import_flax(path, config))
+    (desc_a, a), (desc_b, b) = imported
+    assert desc_a == desc_b and sorted(a) == sorted(b)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
 
 
 def test_dense_checkpoint_moe_config():
