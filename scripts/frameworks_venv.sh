@@ -6,6 +6,12 @@
 #   scripts/frameworks_venv.sh [DIR]      (default build/frameworks)
 # then: export VMOE_TIMM_PYTHON=DIR/timm/bin/python
 #       export VMOE_FLAX_PYTHON=DIR/flax/bin/python
+# Google's V-MoE and ViT code (importers-vmoe-real.test: their models and
+# vmoe's partitioned checkpoint writer) is not on PyPI: give clones of
+# github.com/google-research/vmoe and .../vision_transformer with
+#       export VMOE_SOURCE=/path/to/vmoe VIT_JAX_SOURCE=/path/to/vision_transformer
+# (the flax venv gets absl-py, which they import; without TensorFlow the
+# check reads and writes files through a local stand-in for its gfile).
 # timm reuses Debian's torch 1.13 (+ python3-torchvision, which this
 # installs) and needs numpy < 2; jax/flax want numpy 2: two venvs.
 set -euo pipefail
@@ -17,6 +23,6 @@ apt-get install -y -q python3-torchvision
 "$dir/timm/bin/pip" install -q pyyaml "huggingface_hub<0.25" \
   "safetensors<0.5" "numpy<2"
 /usr/bin/python3 -m venv --system-site-packages "$dir/flax"
-"$dir/flax/bin/pip" install -q flax
+"$dir/flax/bin/pip" install -q flax absl-py
 echo "export VMOE_TIMM_PYTHON=$dir/timm/bin/python"
 echo "export VMOE_FLAX_PYTHON=$dir/flax/bin/python"

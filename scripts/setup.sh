@@ -13,6 +13,7 @@ PACKAGES=(
   libpng-dev libjpeg62-turbo-dev                 # PNG and JPEG input of models
   python3-pil                                    # JPEG test images (tests)
   python3-torch python3-numpy                    # numerical reference
+  python3-msgpack                                # Flax checkpoints (importers)
   python3-pip python3-venv python3-setuptools    # pip install ./python
   libopenblas0-pthread                           # fast BLAS for torch (bench/)
   python3-sklearn python3-matplotlib             # digits data set, plots

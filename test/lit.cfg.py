@@ -115,6 +115,19 @@ for feature, variable in (("timm", "VMOE_TIMM_PYTHON"),
         except (OSError, subprocess.TimeoutExpired):
             pass
 
+# Optional: clones of Google's vmoe and vision_transformer (VMOE_SOURCE,
+# VIT_JAX_SOURCE) for the Flax importer against their models and their
+# checkpoint writer, in the Flax Python.
+_vmoe_source = os.environ.get("VMOE_SOURCE", "")
+_vit_jax_source = os.environ.get("VIT_JAX_SOURCE", "")
+if "flax" in config.available_features and os.path.isfile(
+        os.path.join(_vmoe_source, "vmoe", "checkpoints", "partitioned.py")
+) and os.path.isfile(os.path.join(_vit_jax_source, "vit_jax",
+                                  "models_vit.py")):
+    config.available_features.add("vmoe-source")
+    config.environment["VMOE_SOURCE"] = _vmoe_source
+    config.environment["VIT_JAX_SOURCE"] = _vit_jax_source
+
 # GPU tests run only where a CUDA device answers.
 if shutil.which("nvidia-smi"):
     try:

@@ -1,21 +1,26 @@
 """Checkpoints written by the real timm and Flax libraries, imported.
 
     VENV/bin/python -m vmoe_tools.check_frameworks \\
-        --vmoe-compile ../build/bin/vmoe-compile --work /tmp/cf [timm] [flax]
+        --vmoe-compile ../build/bin/vmoe-compile --work /tmp/cf \\
+        [timm] [flax] [vit_jax] [vmoe]
 
 Optional (never required by CI): needs a Python with timm (and torch) or
-flax (and jax), e.g. the venv of scripts/frameworks_venv.sh; lit runs it
-when VMOE_FRAMEWORKS_PYTHON names such a Python (features `timm`, `flax`)
-and reports it UNSUPPORTED otherwise.
+flax (and jax), e.g. the venvs of scripts/frameworks_venv.sh; lit runs it
+when VMOE_TIMM_PYTHON / VMOE_FLAX_PYTHON name such Pythons (features
+`timm`, `flax`; `vmoe-source` when VMOE_SOURCE and VIT_JAX_SOURCE also
+name clones of Google's vmoe and vision_transformer) and reports it
+UNSUPPORTED otherwise.
 
 timm: small VisionTransformers built by timm itself (class token, avg pool
 with fc_norm, attention pooling), every parameter redrawn, saved with
 torch.save and safetensors.torch; flax: a small ViT written with
 flax.linen in V-MoE's module names (embedding Conv, Encoder/encoderblock_i
 with LayerNorm, MultiHeadDotProductAttention, Mlp; encoder_norm, head),
-initialized by Flax and flattened to a '/'-joined .npz. Each is imported,
-compiled and run on random PNGs; the logits must match the library's own
-forward pass within 1e-4.
+initialized by Flax, flattened to a '/'-joined .npz and saved by
+flax.serialization.to_bytes in float32 and bfloat16; vit_jax and vmoe:
+Google's own models and checkpoint writer (framework_vmoe.py). Each is
+imported, compiled and run on random PNGs; the logits must match the
+library's own forward pass within 1e-4.
 """
 
 import argparse
@@ -25,6 +30,7 @@ import sys
 
 import numpy as np
 
+from vmoe_tools import framework_vmoe
 from vmoe_tools.executable import run_executable
 from vmoe_tools.png import write_png
 
@@ -38,7 +44,7 @@ def _images(channels, size, count=5, seed=3):
     return raw, (x - np.float32(0.5)) / np.float32(0.5)
 
 
-def _compile_and_run(args, work, importer_args, raw):
+def _compile_and_run(args, work, importer_args, raw, padding=None):
     prefix = os.path.join(work, "model")
     env = dict(os.environ, PYTHONPATH=PYTHON_DIR)
     for command in ([sys.executable, "-m", "vmoe.importers"] +
@@ -59,7 +65,8 @@ def _compile_and_run(args, work, importer_args, raw):
     with open(os.path.join(folder, "list.txt"), "w") as f:
         f.write("".join(n + "\n" for n in names))
     logits, _ = run_executable(prefix + ".exe", prefix + ".safetensors",
-                               os.path.join(folder, "list.txt"))
+                               os.path.join(folder, "list.txt"),
+                               padding=padding)
     return logits
 
 
@@ -116,7 +123,8 @@ def check_flax(args):
     import flax.linen as nn  # pylint: disable=import-outside-toplevel
     import jax  # pylint: disable=import-outside-toplevel
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
-    from flax.traverse_util import flatten_dict  # pylint: disable=import-outside-toplevel
+    from flax import serialization  # pylint: disable=import-outside-toplevel
+    from flax.traverse_util import flatten_dict, unflatten_dict  # pylint: disable=import-outside-toplevel
 
     class Mlp(nn.Module):
         @nn.compact
@@ -174,22 +182,57 @@ def check_flax(args):
     os.makedirs(work, exist_ok=True)
     path = os.path.join(work, "vit.npz")
     np.savez(path, **flat)
-    got = _compile_and_run(args, work, ["flax", path], raw)
+    ok = _report(f"flax {flax.__version__} vit .npz", want,
+                 _compile_and_run(args, work, ["flax", path], raw), args)
+    # flax.serialization.to_bytes of the variables, f32 and bfloat16.
+    tree = unflatten_dict({tuple(k.split("/")): v for k, v in flat.items()})
+    for dtype in (jnp.float32, jnp.bfloat16):
+        cast = jax.tree_util.tree_map(lambda v, t=dtype: jnp.asarray(v, t),
+                                      tree)
+        path = os.path.join(work, f"checkpoint_{jnp.dtype(dtype).name}")
+        with open(path, "wb") as f:
+            f.write(serialization.to_bytes({"params": cast}))
+        exact = _flax_vit_logits(model, cast, nhwc)
+        ok &= _report(f"flax {flax.__version__} vit to_bytes "
+                      f"{jnp.dtype(dtype).name}", exact,
+                      _compile_and_run(args, work, ["flax", path], raw),
+                      args)
+    return ok
+
+
+def _flax_vit_logits(model, tree, nhwc):
+    """The model's logits on `tree` (V-MoE's names) widened to f32."""
+    import jax  # pylint: disable=import-outside-toplevel
+    import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+    params = jax.tree_util.tree_map(lambda v: jnp.asarray(v, jnp.float32),
+                                    tree)
+    encoder = dict(params["Encoder"])
+    encoder["pos_embedding"] = encoder.pop("posembed_input")["pos_embedding"]
+    params = dict(params, Encoder=encoder)
+    return np.asarray(model.apply({"params": params}, nhwc), np.float64)
+
+
+def _report(what, want, got, args):
     diff = float(np.abs(got - want).max())
-    print(f"check_frameworks: flax {flax.__version__} vit: max|dlogit| "
-          f"{diff:.2e}: {'PASS' if diff <= args.atol else 'FAIL'}",
-          flush=True)
+    print(f"check_frameworks: {what}: max|dlogit| {diff:.2e}: "
+          f"{'PASS' if diff <= args.atol else 'FAIL'}", flush=True)
     return diff <= args.atol
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("frameworks", nargs="*", default=["timm", "flax"])
+    parser.add_argument("frameworks", nargs="*", default=["timm", "flax"],
+                        help="timm, flax, vit_jax, vmoe (the last two: "
+                             "VMOE_SOURCE, VIT_JAX_SOURCE)")
     parser.add_argument("--vmoe-compile", required=True)
     parser.add_argument("--work", required=True)
     parser.add_argument("--atol", type=float, default=1e-4)
     args = parser.parse_args(argv)
-    checks = {"timm": check_timm, "flax": check_flax}
+    checks = {"timm": check_timm, "flax": check_flax,
+              "vit_jax": lambda a: framework_vmoe.check_vit_jax(
+                  a, _compile_and_run, _images),
+              "vmoe": lambda a: framework_vmoe.check_vmoe(
+                  a, _compile_and_run, _images)}
     ok = True
     for name in args.frameworks:
         try:

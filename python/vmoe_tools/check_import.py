@@ -5,8 +5,9 @@
 
 Each case writes a checkpoint in a framework's layout with our own
 independent code for that layout (flax_layout: NumPy, Flax naming and
-semantics incl. V-MoE routing; timm_layout: a PyTorch module with timm's
-names), converts it with `python3 -m vmoe.importers`, compiles the
+semantics incl. V-MoE's three routers; timm_layout: a PyTorch module with
+timm's names) and file format (.npz; flax_files: vmoe's partitioned
+.index + shards, flax msgpack), converts it with `python3 -m vmoe.importers`, compiles the
 description with vmoe-compile, runs the executable on 13 random PNG images
 and compares its logits with the layout's own forward pass: every logit
 within 1e-4. MoE cases run with --padding=zeros, the original V-MoE
@@ -15,7 +16,9 @@ compare the upcycled V-MoE with the dense model it came from (the SPEC §8
 invariant: identical experts, normalized weights, nothing dropped). Random
 draws whose routing margins fall below 1e-5 are rejected.
 
-`--list` prints the cases. Exit status 0 when all pass.
+`--list` prints the cases; without CASE all run but the FORMATS ones
+(checkpoint formats and routers, run by their own lit test). Exit status
+0 when all pass.
 """
 
 import argparse
@@ -28,7 +31,7 @@ import numpy as np
 import torch
 
 from vmoe_ref import model as vmodel
-from vmoe_tools import flax_layout
+from vmoe_tools import flax_files, flax_layout
 from vmoe_tools.executable import RunError, run_executable
 from vmoe_tools.png import write_png
 from vmoe_tools.timm_layout import TimmViT
@@ -65,7 +68,25 @@ def _router(k, dispatcher):
                                **dispatcher)}
 
 
-# Flax cases: (scheme, config, image size, channels, scan).
+# The same written by the other routers of V-MoE (noise off at inference).
+_EXPERT_CHOICE = {"name": "NoisyTopItemsPerExpertRouter", "noise_std": 1.0,
+                  "dispatcher": {"name": "einsum", "bfloat16": False,
+                                 "capacity_factor": 1.0,
+                                 "partition_spec": [["expert", "replica"]]}}
+_SOFT = {"name": "SoftRouter", "capacity_factor": 1.0, "num_slots": None,
+         "partition_spec": [["expert", "replica"]],
+         "compute_similarity_metrics": True}
+
+def _last2_moe(*, classes, mlp_dim, experts, group_size, router):
+    """Width 16, 2 heads, MoE in blocks 1 and 2 of 3, 4x4 patches."""
+    return _vmoe_config(classes=classes, patch=(4, 4), width=16, depth=3,
+                        heads=2, mlp_dim=mlp_dim,
+                        moe={"layers": [1, 2], "num_experts": experts,
+                             "group_size": group_size, "router": router})
+
+
+# Flax cases: (scheme, config, image size, channels, scan[, file]), file
+# (default: .npz) a flax_files writer and its options.
 FLAX = {
     "flax-vmoe-bpr": (
         "vmoe", _vmoe_config(
@@ -98,6 +119,36 @@ FLAX = {
         "big_vision", _vmoe_config(classes=5, patch=(2, 4), width=12, depth=2,
                                    heads=3, mlp_dim=20),
         (8, 8), 1, False),
+    # The released format: .index + 2 shards, bfloat16 leaves, an array cut
+    # over both shards, subchunks; every block a MoE whose experts are
+    # narrower than encoder.mlp_dim (which then nothing in the weights has).
+    "flax-vmoe-partitioned-all-moe": (
+        "vmoe", _vmoe_config(
+            classes=5, patch=(4, 4), width=16, depth=2, heads=2, mlp_dim=64,
+            moe={"layers": [0, 1], "num_experts": 4, "group_size": 10,
+                 "mlp_dim": 12,
+                 "router": _router(2, {"capacity_factor": 1.0,
+                                       "batch_priority": True})}),
+        (8, 8), 1, False,
+        ("partitioned", {"shards": 2, "subchunk": 7, "split": (
+            "Encoder/encoderblock_0/Moe/Mlp/Dense_0/kernel",),
+            "bf16": ("Encoder/encoderblock_1/Moe/Mlp/Dense_1/kernel",
+                     "embedding/kernel", "head/bias")})),
+    # Expert choice (ceil, multiple of 4: B = 4 of 10 tokens), as a flax
+    # msgpack training state with a chunked array.
+    "flax-vmoe-expert-choice-msgpack": (
+        "vmoe", _last2_moe(classes=4, mlp_dim=24, experts=4, group_size=10,
+                           router=_EXPERT_CHOICE),
+        (8, 8), 1, False,
+        ("msgpack", {"chunked": ("Encoder/encoderblock_1/Moe/Mlp/Dense_0/"
+                                 "kernel",)})),
+    # Soft MoE (2 slots per expert: round(5 / 3)), one image per group, in
+    # the partitioned format before 2022-06-22 (no version), 3 shards.
+    "flax-vmoe-soft-unversioned": (
+        "vmoe", _last2_moe(classes=3, mlp_dim=20, experts=3, group_size=5,
+                           router=_SOFT),
+        (8, 8), 1, False,
+        ("partitioned", {"shards": 3, "version": False})),
 }
 
 # timm cases: (TimmViT arguments, importer options, file suffix, dtype).
@@ -133,6 +184,11 @@ UPCYCLE = {
 }
 
 CASES = list(FLAX) + list(TIMM) + list(UPCYCLE)
+# Checkpoint formats and routers of the Flax importer: run when named
+# (test/Integration/CPU/importers-flax-formats.test), not by default.
+FORMATS = ["flax-vmoe-partitioned-all-moe", "flax-vmoe-expert-choice-msgpack",
+           "flax-vmoe-soft-unversioned"]
+DEFAULT = [case for case in CASES if case not in FORMATS]
 
 
 def _images(channels, size, seed=7):
@@ -182,7 +238,8 @@ def _save_safetensors(path, tensors, dtype):
 
 def _flax_checkpoint(case, work, seed):
     """(checkpoint, config path, reference fn, padding, desc check)."""
-    scheme, config, size, channels, scan = FLAX[case]
+    scheme, config, size, channels, scan, *file = FLAX[case]
+    kind, options = file[0] if file else ("npz", {})
     images = _normalize(_images(channels, size))
     moe = config["encoder"].get("moe")
     tokens = (size[0] // config["patch_size"][0]) * (
@@ -195,14 +252,23 @@ def _flax_checkpoint(case, work, seed):
     for draw in range(seed, seed + 50):
         params = flax_layout.random_params(config, size, channels, scheme,
                                            draw, scan)
+        for key in options.get("bf16", ()):
+            params[key] = flax_files.bf16_exact(params[key])
         ref, margin = flax_layout.evaluate(params, config, images, batch,
                                            scheme)
         if margin >= 1e-5:
             break
     else:
         raise CheckError(f"{case}: no draw with routing margins >= 1e-5")
-    path = os.path.join(work, "checkpoint.npz")
-    np.savez(path, **params)
+    if kind == "partitioned":
+        path = os.path.join(work, "checkpoint")
+        flax_files.write_partitioned(path, params, **options)
+    elif kind == "msgpack":
+        path = os.path.join(work, "checkpoint_1000")
+        flax_files.write_msgpack(path, params, **options)
+    else:
+        path = os.path.join(work, "checkpoint.npz")
+        np.savez(path, **params)
     config_path = os.path.join(work, "config.json")
     with open(config_path, "w") as f:
         json.dump(config, f, indent=1)
@@ -305,7 +371,8 @@ def check_case(case, args):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("cases", nargs="*", help="default: all")
+    parser.add_argument("cases", nargs="*",
+                        help="default: all but the FORMATS cases")
     parser.add_argument("--vmoe-compile")
     parser.add_argument("--work")
     parser.add_argument("--seed", type=int, default=0)
@@ -321,14 +388,14 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown case {unknown[0]!r} (see --list)")
     failed = 0
-    for case in args.cases or CASES:
+    for case in args.cases or DEFAULT:
         try:
             failed += not check_case(case, args)
         except (CheckError, RunError, OSError, ValueError,
                 subprocess.TimeoutExpired) as err:
             print(f"check_import: {case}: error: {err}: FAIL", flush=True)
             failed += 1
-    total = len(args.cases or CASES)
+    total = len(args.cases or DEFAULT)
     print(f"check_import: {total} cases, {total - failed} pass, "
           f"{failed} fail")
     return 1 if failed else 0

@@ -2,14 +2,18 @@
 
 The independent side of the Flax importer's tests: `random_params` writes
 a param tree in the naming and layouts of V-MoE (`vmoe`), Google's ViT
-(`vit_jax`) or big_vision (`big_vision`, optionally scanned), flattened
+(`vit_jax` as released, `vit_jax_current` as today's flax names its
+modules) or big_vision (`big_vision`, optionally scanned), flattened
 with '/' as those checkpoints are, and `forward` computes the logits as
 those codebases define the model -- NHWC patch convolution with a
 [ph, pw, C, D] kernel, attention with [D, heads, dh] kernels and the query
 scaled first, LayerNorm epsilon 1e-6, GELU with the tanh approximation,
-and V-MoE's TopExpertsPerItem routing (softmax, top-k, BPR by the top-1
-gate, choice-major buffer positions by cumulative count, capacity by
-`compute_capacity`: ceil and a multiple of 4 by default) -- in float64.
+and V-MoE's routers without noise: TopExpertsPerItem (softmax, top-k, BPR
+by the top-1 gate, choice-major buffer positions by cumulative count,
+capacity by `compute_capacity`: ceil and a multiple of 4 by default),
+TopItemsPerExpert (expert choice: each expert's top-capacity tokens) and
+Soft MoE's SoftRouter (unit-normalized tokens and mu, scale, softmax over
+the tokens to dispatch and over all slots to combine) -- in float64.
 It shares no code with vmoe_ref or the importers.
 
 The model config is a dict in the form of V-MoE's `config.model`.
@@ -19,7 +23,7 @@ import math
 
 import numpy as np
 
-SCHEMES = ("vmoe", "vit_jax", "big_vision")
+SCHEMES = ("vmoe", "vit_jax", "vit_jax_current", "big_vision")
 
 _NAMES = {
     "vmoe": ("Encoder", "LayerNorm_0", "SelfAttention", "LayerNorm_1", "Mlp",
@@ -27,6 +31,10 @@ _NAMES = {
     "vit_jax": ("Transformer", "LayerNorm_0",
                 "MultiHeadDotProductAttention_1", "LayerNorm_2", "MlpBlock_3",
                 None),
+    # vit_jax's model built with today's flax: a name counter per type.
+    "vit_jax_current": ("Transformer", "LayerNorm_0",
+                        "MultiHeadDotProductAttention_0", "LayerNorm_1",
+                        "MlpBlock_0", None),
     "big_vision": ("Transformer", "LayerNorm_0",
                    "MultiHeadDotProductAttention_0", "LayerNorm_1",
                    "MlpBlock_0",
@@ -37,6 +45,22 @@ _NAMES = {
 
 def _moe_layers(config):
     return list(config["encoder"].get("moe", {}).get("layers", ()))
+
+
+def router_name(moe):
+    """The router's class name (a dotted path names it too)."""
+    name = moe.get("router", {}).get("name", "NoisyTopExpertsPerItemRouter")
+    return name.rsplit(".", 1)[-1]
+
+
+def soft_slots(moe):
+    """SoftRouter's slots per expert: num_slots, else
+    round(group_size * capacity_factor / E) (Python's round)."""
+    router = moe.get("router", {})
+    if router.get("num_slots"):
+        return router["num_slots"]
+    return round(moe["group_size"] * router.get("capacity_factor", 1.0) /
+                 moe["num_experts"])
 
 
 def random_params(config, image_size, channels, scheme, seed, scan=False):
@@ -94,8 +118,14 @@ def random_params(config, image_size, channels, scheme, seed, scan=False):
         attention(block + attn)
         layer_norm(block + ln2)
         if i in _moe_layers(config):
-            p[block + "Moe/Router/dense/kernel"] = normal((D, E),
-                                                          3 / math.sqrt(D))
+            if router_name(moe) == "SoftRouter":
+                p[block + "Moe/Router/mu"] = normal((D, E, soft_slots(moe)),
+                                                    1.0)
+                p[block + "Moe/Router/scale"] = np.float32(
+                    4.0 + rng.random())
+            else:
+                p[block + "Moe/Router/dense/kernel"] = normal(
+                    (D, E), 3 / math.sqrt(D))
             p[block + "Moe/Mlp/Dense_0/kernel"] = normal((E, D, He),
                                                          1 / math.sqrt(D))
             p[block + "Moe/Mlp/Dense_0/bias"] = normal((E, He), 0.1)
@@ -180,26 +210,49 @@ def compute_capacity(tokens, experts, factor, rule="ceil", multiple_of=4):
     return capacity
 
 
+def _experts(p, prefix):
+    return (p[prefix + "/Mlp/Dense_0/kernel"], p[prefix + "/Mlp/Dense_0/bias"],
+            p[prefix + "/Mlp/Dense_1/kernel"], p[prefix + "/Mlp/Dense_1/bias"])
+
+
+def _expert(x, weights, e):
+    w1, b1, w2, b2 = weights
+    return _gelu(x @ w1[e] + b1[e]) @ w2[e] + b2[e]
+
+
+def _dispatcher_capacity(disp, tokens, experts):
+    if disp.get("capacity") is not None:
+        return disp["capacity"]
+    return compute_capacity(tokens, experts, disp["capacity_factor"],
+                            disp.get("capacity_ceil_or_round", "ceil"),
+                            disp.get("capacity_multiple_of", 4))
+
+
 def _moe(x, p, prefix, moe_cfg, margins):
-    """V-MoE MlpMoeBlock with NoisyTopExpertsPerItemRouter at inference."""
+    """V-MoE's MlpMoeBlock at inference, with the router of its config."""
     n, t, d = x.shape
-    group = moe_cfg["group_size"]
+    xg = x.reshape(-1, moe_cfg["group_size"], d)
+    name = router_name(moe_cfg)
+    if name == "SoftRouter":
+        out = _soft_moe(xg, p, prefix)
+    elif name == "NoisyTopItemsPerExpertRouter":
+        out = _expert_choice(xg, p, prefix, moe_cfg, margins)
+    else:
+        out = _top_experts(xg, p, prefix, moe_cfg, margins)
+    return out.reshape(n, t, d)
+
+
+def _top_experts(xg, p, prefix, moe_cfg, margins):
+    """NoisyTopExpertsPerItemRouter (the paper's) without noise."""
+    group = xg.shape[1]
     router = moe_cfg.get("router", {})
     k = router.get("num_selected_experts", 1)
     disp = router.get("dispatcher", {})
-    xg = x.reshape(-1, group, d)
     gates = _softmax(xg @ p[prefix + "/Router/dense/kernel"])
     experts = gates.shape[-1]
-    if disp.get("capacity") is not None:
-        capacity = disp["capacity"]
-    else:
-        capacity = compute_capacity(
-            group * k, experts, disp["capacity_factor"],
-            disp.get("capacity_ceil_or_round", "ceil"),
-            disp.get("capacity_multiple_of", 4))
+    capacity = _dispatcher_capacity(disp, group * k, experts)
     out = np.zeros_like(xg)
-    w1, b1 = p[prefix + "/Mlp/Dense_0/kernel"], p[prefix + "/Mlp/Dense_0/bias"]
-    w2, b2 = p[prefix + "/Mlp/Dense_1/kernel"], p[prefix + "/Mlp/Dense_1/bias"]
+    weights = _experts(p, prefix)
     for g in range(xg.shape[0]):
         # top_k: largest first, ties to the lower expert index.
         order = np.argsort(-gates[g], axis=-1, kind="stable")
@@ -223,9 +276,58 @@ def _moe(x, p, prefix, moe_cfg, margins):
                 position = count[e]
                 count[e] += 1
                 if position < capacity:
-                    y = _gelu(xg[g, s] @ w1[e] + b1[e]) @ w2[e] + b2[e]
-                    out[g, s] += top_gates[s, i] * y
-    return out.reshape(n, t, d)
+                    out[g, s] += top_gates[s, i] * _expert(xg[g, s], weights,
+                                                           e)
+    return out
+
+
+def _expert_choice(xg, p, prefix, moe_cfg, margins):
+    """NoisyTopItemsPerExpertRouter without noise: each expert takes its
+    `capacity` tokens of largest gate (jax.lax.top_k: ties to the lower
+    token index); the output sums gate * expert over the experts."""
+    group = xg.shape[1]
+    disp = moe_cfg.get("router", {}).get("dispatcher", {})
+    gates = _softmax(xg @ p[prefix + "/Router/dense/kernel"])
+    experts = gates.shape[-1]
+    capacity = _dispatcher_capacity(disp, group, experts)
+    if capacity > group:
+        raise ValueError(f"expert choice capacity {capacity} > group {group}")
+    out = np.zeros_like(xg)
+    weights = _experts(p, prefix)
+    for g in range(xg.shape[0]):
+        for e in range(experts):
+            order = np.argsort(-gates[g, :, e], kind="stable")
+            if capacity < group:
+                column = gates[g, order, e]
+                margins.append(column[capacity - 1] - column[capacity])
+            for s in order[:capacity]:
+                out[g, s] += gates[g, s, e] * _expert(xg[g, s], weights, e)
+    return out
+
+
+def _soft_moe(xg, p, prefix):
+    """projects/soft_moe SoftRouter (no noise) with the f32 dispatcher
+    (the original rounds the dispatched and expert outputs to bfloat16)."""
+    def unit(v, axis):
+        return v / np.sqrt((v * v).sum(axis=axis, keepdims=True) + 1e-6)
+    mu = unit(p[prefix + "/Router/mu"], 0)
+    x = unit(xg, -1)
+    scale = p[prefix + "/Router/scale"]
+    if x.size < mu.size:
+        x = x * scale
+    else:
+        mu = mu * scale
+    logits = np.einsum("gmd,dnp->gmnp", x, mu)
+    dispatch = np.exp(logits - logits.max(1, keepdims=True))
+    dispatch /= dispatch.sum(1, keepdims=True)
+    g, m, n, slots = logits.shape
+    flat = logits.reshape(g, m, n * slots)
+    combine = _softmax(flat).reshape(g, m, n, slots)
+    inputs = np.einsum("gmnp,gmd->gnpd", dispatch, xg)
+    weights = _experts(p, prefix)
+    outputs = np.stack([_expert(inputs[:, e], weights, e)
+                        for e in range(n)], axis=1)
+    return np.einsum("gmnp,gnpd->gmd", combine, outputs)
 
 
 def forward(params, config, images, scheme, margins=None):

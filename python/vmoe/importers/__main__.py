@@ -62,9 +62,12 @@ def _parser():
                              "routing=vanilla|bpr,group_size=N,"
                              "normalize=true|false]")
     flax = sub.add_parser("flax", parents=[common],
-                          help="flat .npz of a Flax param tree")
-    flax.add_argument("--config", help="V-MoE model config (JSON; needed "
-                                       "for MoE checkpoints)")
+                          help="Flax param tree: .npz, vmoe's partitioned "
+                               "PREFIX(.index), or flax msgpack")
+    flax.add_argument("--config", help="V-MoE model config: JSON of "
+                                       "config.model, or a released "
+                                       "checkpoint's name (needed for MoE "
+                                       "checkpoints)")
     flax.add_argument("--mlp-activation", default="gelu_tanh",
                       choices=("gelu_tanh", "gelu_erf"))
     timm = sub.add_parser("timm", parents=[common],
@@ -107,8 +110,13 @@ def main(argv=None):
           f"{len(tensors)} tensors, depth {desc['depth']}, width "
           f"{desc['width']}, head {desc['head']}"
           + (f", MoE in blocks {_blocks(desc)} (E={moe['num_experts']}, "
-             f"k={moe['k']})" if moe else ", dense"))
+             f"{_choices(moe)})" if moe else ", dense"))
     return 0
+
+
+def _choices(moe):
+    """k for token choice, else the family (expert_choice, soft)."""
+    return f"k={moe['k']}" if "k" in moe else moe["routing"]
 
 
 def _blocks(desc):

@@ -1,8 +1,8 @@
-"""Flax ViT / V-MoE parameter trees (flat .npz) -> a vmoe model.
+"""Flax ViT / V-MoE parameter trees -> a vmoe model.
 
-The checkpoint is a flat .npz whose keys are the param tree's paths joined
-by '/' (a leading 'params/' is dropped), in one of three naming schemes,
-recognized by their keys:
+The checkpoint (an .npz, vmoe's partitioned PREFIX.index + data shards, or
+a flax msgpack file: flax_checkpoint.py) holds the param tree, its paths
+joined by '/', in one of these naming schemes, recognized by their keys:
 
   scheme      encoder       block i                         pos. embedding
   vmoe        Encoder/      encoderblock_i/{LayerNorm_0,    Encoder/posembed_input/
@@ -11,6 +11,11 @@ recognized by their keys:
   vit_jax     Transformer/  encoderblock_i/{LayerNorm_0,    Transformer/posembed_input/
   (Google ViT)              MultiHeadDotProductAttention_1, pos_embedding [1, T, D]
                             LayerNorm_2, MlpBlock_3}
+                            (the released .npz); built with
+                            today's flax, which numbers each
+                            module type apart: {LayerNorm_0,
+                            MultiHeadDotProductAttention_0,
+                            LayerNorm_1, MlpBlock_0}
   big_vision  Transformer/  encoderblock_i/{LayerNorm_0,    pos_embedding [1, P, D]
                             MultiHeadDotProductAttention_0, (not the class token's)
                             LayerNorm_1, MlpBlock_0}
@@ -21,76 +26,53 @@ plus embedding/{kernel [ph, pw, C, D], bias}, cls [1, 1, D] (class token),
 {Encoder,Transformer}/encoder_norm, MapHead | MAPHead_0 (attention
 pooling: probe, attention, LayerNorm, MLP), pre_logits (dense + tanh) and
 head. Attention kernels are query/key/value [D, heads, dh] and out
-[heads, dh, D]; MoE blocks hold Moe/Router/dense/kernel [D, E] and
-Moe/Mlp/Dense_{0,1}/{kernel,bias} stacked over experts. docs/ModelFormat.md
-§6 lists every mapping.
+[heads, dh, D]; MoE blocks hold Moe/Router/dense/kernel [D, E] (token or
+expert choice) or Moe/Router/{mu [D, E, P], scale []} (Soft MoE) and
+Moe/Mlp/Dense_{0,1}/{kernel,bias} stacked over experts.
+docs/ModelFormat.md §6 lists every mapping.
 
 Sizes come from the shapes. What the weights do not say -- the image size
-when the patch grid is not square, and for MoE checkpoints k, the
-capacity, the group size and BPR -- comes from the model config of V-MoE
-(`config.model` of its configs, as JSON), whose every field is read or
-explicitly ignored (training-only fields); an unknown field is an error.
-Flax defaults: LayerNorm epsilon 1e-6, GELU tanh approximation.
+when the patch grid is not square, and for MoE checkpoints the router,
+k, the capacity, the group size and BPR -- comes from the model config of
+V-MoE (flax_config.py). Flax defaults: LayerNorm epsilon 1e-6, GELU tanh
+approximation.
 """
 
-import json
 import os
 
 import numpy as np
 
 from .common import ImporterError, Params, channel_values, description, \
     square_grid
+from .flax_checkpoint import load_checkpoint
+from .flax_config import Config, check_model, load_config, moe_settings
 
-__all__ = ["import_flax", "load_npz"]
+__all__ = ["import_flax", "load_checkpoint"]
 
+_VMOE_MAP = ("MapHead", "MultiHeadDotProductAttention", "LayerNorm", "Mlp")
+_BIG_VISION_MAP = ("MAPHead_0", "MultiHeadDotProductAttention_0",
+                   "LayerNorm_0", "MlpBlock_0")
 _SCHEMES = {
     "vmoe": {"encoder": "Encoder", "ln1": "LayerNorm_0",
              "attn": "SelfAttention", "ln2": "LayerNorm_1", "mlp": "Mlp",
              "pos": "Encoder/posembed_input/pos_embedding", "pos_cls": True,
-             "map": ("MapHead", "MultiHeadDotProductAttention", "LayerNorm",
-                     "Mlp")},
+             "map": _VMOE_MAP},
     "vit_jax": {"encoder": "Transformer", "ln1": "LayerNorm_0",
                 "attn": "MultiHeadDotProductAttention_1", "ln2": "LayerNorm_2",
                 "mlp": "MlpBlock_3",
                 "pos": "Transformer/posembed_input/pos_embedding",
                 "pos_cls": True, "map": None},
+    "vit_jax_current": {"encoder": "Transformer", "ln1": "LayerNorm_0",
+                        "attn": "MultiHeadDotProductAttention_0",
+                        "ln2": "LayerNorm_1", "mlp": "MlpBlock_0",
+                        "pos": "Transformer/posembed_input/pos_embedding",
+                        "pos_cls": True, "map": None},
     "big_vision": {"encoder": "Transformer", "ln1": "LayerNorm_0",
                    "attn": "MultiHeadDotProductAttention_0",
                    "ln2": "LayerNorm_1", "mlp": "MlpBlock_0",
                    "pos": "pos_embedding", "pos_cls": False,
-                   "map": ("MAPHead_0", "MultiHeadDotProductAttention_0",
-                           "LayerNorm_0", "MlpBlock_0")},
+                   "map": _BIG_VISION_MAP},
 }
-
-# Fields of V-MoE's model config (VisionTransformerMoe) that only matter
-# for training, initialization or partitioning: read and ignored.
-_IGNORED = {
-    "": {"name", "deterministic", "head_bias_init", "head_kernel_zero_init"},
-    "encoder.": {"dropout_rate", "attention_dropout_rate"},
-    "encoder.moe.": {"dropout_rate", "split_rngs"},
-    "encoder.moe.router.": {"noise_std", "gshard_loss_weight",
-                            "importance_loss_weight", "load_loss_weight",
-                            "deterministic"},
-    "encoder.moe.router.dispatcher.": {"name", "bfloat16", "partition_spec",
-                                       "einsum_precision"},
-}
-
-
-def load_npz(path):
-    """{key: float32 array} of a flat .npz ('params/' prefix dropped)."""
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            tensors = {k: np.asarray(npz[k]) for k in npz.files}
-    except (OSError, ValueError) as err:
-        raise ImporterError(f"{path}: cannot read as .npz: {err}") from None
-    out = {}
-    for key, value in tensors.items():
-        name = key[len("params/"):] if key.startswith("params/") else key
-        if not np.issubdtype(value.dtype, np.floating):
-            raise ImporterError(f"{path}: {key!r} has dtype {value.dtype}, "
-                                "expected floating point")
-        out[name] = value.astype(np.float32)
-    return out
 
 
 def _unscan(tensors, encoder):
@@ -115,44 +97,16 @@ def _scheme(params):
     if "Encoder/encoder_norm/scale" in params:
         return "vmoe"
     if "Transformer/posembed_input/pos_embedding" in params:
+        # vit_jax's module names: the released files' (one counter for all
+        # module types) or today's flax's (a counter per type).
+        if params.has_prefix("Transformer/encoderblock_0/"
+                             "MultiHeadDotProductAttention_0/"):
+            return "vit_jax_current"
         return "vit_jax"
     if "Transformer/encoder_norm/scale" in params:
         return "big_vision"
     raise ImporterError(f"{params.source}: not a Flax ViT param tree (no "
                         "Encoder/encoder_norm or Transformer/encoder_norm)")
-
-
-class _Config:
-    """Reads a V-MoE model config dict, field by field (paths named)."""
-
-    def __init__(self, config):
-        self.config = config or {}
-        self.seen = set()
-
-    def get(self, path, default=None):
-        node = self.config
-        for part in path.split("."):
-            if not isinstance(node, dict) or part not in node:
-                return default
-            node = node[part]
-        self.seen.add(path)
-        return node
-
-    def check_unknown(self):
-        def walk(node, prefix):
-            for key, value in node.items():
-                path = prefix + key
-                if isinstance(value, dict) and path in (
-                        "encoder", "encoder.moe", "encoder.moe.router",
-                        "encoder.moe.router.dispatcher",
-                        "encoder.position_emb"):
-                    walk(value, path + ".")
-                elif path not in self.seen and key not in _IGNORED.get(
-                        prefix, ()):
-                    raise ImporterError(f"config: {path}: unknown field")
-        if not isinstance(self.config, dict):
-            raise ImporterError("config: must be a JSON object")
-        walk(self.config, "")
 
 
 def _dense(params, prefix, d_in, d_out):
@@ -192,102 +146,34 @@ def _mlp(params, prefix, width, out, name):
 
 
 def _moe(params, prefix, width, out, name):
-    router = params.take(prefix + "/Router/dense/kernel", (width, None))
-    experts = router.shape[1]
+    """A MoE block's router and experts; (experts, hidden, family, slots)
+    with family 'soft' (Router/mu, scale) or 'dense_router'."""
+    if prefix + "/Router/mu" in params:
+        mu = params.take(prefix + "/Router/mu", (width, None, None))
+        experts, slots = mu.shape[1:]
+        out[name + ".phi"] = mu
+        out[name + ".scale"] = params.take(prefix + "/Router/scale", ())
+        family = "soft"
+    else:
+        router = params.take(prefix + "/Router/dense/kernel", (width, None))
+        experts, slots, family = router.shape[1], None, "dense_router"
+        out[name + ".router.kernel"] = router
     w1 = params.take(prefix + "/Mlp/Dense_0/kernel", (experts, width, None))
     hidden = w1.shape[2]
     out.update({
-        name + ".router.kernel": router, name + ".w1": w1,
+        name + ".w1": w1,
         name + ".b1": params.take(prefix + "/Mlp/Dense_0/bias",
                                   (experts, hidden)),
         name + ".w2": params.take(prefix + "/Mlp/Dense_1/kernel",
                                   (experts, hidden, width)),
         name + ".b2": params.take(prefix + "/Mlp/Dense_1/bias",
                                   (experts, width))})
-    return experts, hidden
+    return experts, hidden, family, slots
 
 
-def _moe_settings(cfg, moe_blocks, experts, hidden, mlp_dim, tokens, source):
-    """The description's moe object from the config's encoder.moe."""
-    if not cfg.config:
-        raise ImporterError(f"{source}: MoE blocks {moe_blocks} need the "
-                            "model config (--config): k, capacity and group "
-                            "size are not in the weights")
-    layers = cfg.get("encoder.moe.layers")
-    if layers is None or sorted(layers) != moe_blocks:
-        raise ImporterError(f"config: encoder.moe.layers: {layers!r} does "
-                            f"not match the MoE blocks of the weights "
-                            f"{moe_blocks}")
-    if cfg.get("encoder.moe.num_experts") != experts:
-        raise ImporterError(f"config: encoder.moe.num_experts: "
-                            f"{cfg.get('encoder.moe.num_experts')!r}, the "
-                            f"weights have {experts} experts")
-    cfg_mlp = cfg.get("encoder.moe.mlp_dim", mlp_dim)
-    if cfg_mlp != hidden:
-        raise ImporterError(f"config: encoder.moe.mlp_dim: {cfg_mlp!r}, the "
-                            f"experts are {hidden} wide")
-    router = cfg.get("encoder.moe.router.name", "NoisyTopExpertsPerItemRouter")
-    if router != "NoisyTopExpertsPerItemRouter":
-        raise ImporterError(f"config: encoder.moe.router.name: {router!r} "
-                            "is not supported (only "
-                            "NoisyTopExpertsPerItemRouter)")
-    k = cfg.get("encoder.moe.router.num_selected_experts", 1)
-    group = cfg.get("encoder.moe.group_size")
-    if not isinstance(group, int) or group < 1:
-        raise ImporterError(f"config: encoder.moe.group_size: {group!r}, "
-                            "expected tokens per group (an integer)")
-    d = "encoder.moe.router.dispatcher."
-    batch_priority = cfg.get(d + "batch_priority", False)
-    moe = {"placement": "layers", "layers": moe_blocks,
-           "num_experts": experts, "k": k}
-    if hidden != mlp_dim:
-        moe["mlp_dim"] = hidden
-    capacity, factor = cfg.get(d + "capacity"), cfg.get(d + "capacity_factor")
-    if (capacity is None) == (factor is None):
-        raise ImporterError(f"config: {d}capacity / capacity_factor: give "
-                            "exactly one")
-    if capacity is not None:
-        # V-MoE applies neither rounding nor multiple_of to a fixed capacity.
-        cfg.get(d + "capacity_ceil_or_round")
-        cfg.get(d + "capacity_multiple_of")
-        moe["capacity"] = capacity
-    else:
-        moe["capacity_ratio"] = factor
-        # V-MoE's defaults: ceil, and a multiple of 4.
-        moe["capacity_rule"] = cfg.get(d + "capacity_ceil_or_round", "ceil")
-        moe["multiple_of"] = cfg.get(d + "capacity_multiple_of", 4) or 1
-    moe.update({"routing": "bpr" if batch_priority else "vanilla",
-                "score": "max", "order": "softmax_topk", "normalize": False,
-                "activation": "gelu_tanh"})
-    if group % tokens == 0:
-        moe["group_size"] = group // tokens
-    else:
-        moe["group_tokens"] = group
-    return moe
-
-
-def import_flax(path, config=None, *, image_size=None, mean=(0.5,),
-                std=(0.5,), name=None, layer_norm_epsilon=1e-6,
-                mlp_activation="gelu_tanh"):
-    """(description, {vmoe name: float32 array}) of a Flax .npz.
-
-    config: V-MoE model config dict (or a path to its JSON); image_size:
-    (height, width) when the patch grid is not square; mean/std: input
-    normalization (default value_range(-1, 1): 0.5 and 0.5).
-    """
-    if isinstance(config, str):
-        try:
-            with open(config, encoding="utf-8") as f:
-                config = json.load(f)
-        except (OSError, json.JSONDecodeError) as err:
-            raise ImporterError(f"{config}: {err}") from None
-    cfg = _Config(config)
-    tensors = load_npz(path)
-    params = Params(tensors, path)
-    scheme = _SCHEMES[_scheme(params)]
-    params = Params(_unscan(tensors, scheme["encoder"]), path)
-    out = {}
-
+def _embedding(params, scheme, out, path, image_size):
+    """Patch embedding, class token, position embedding; (patch, channels,
+    width, patches, has_cls, image size)."""
     embedding = params.take("embedding/kernel", (None, None, None, None))
     ph, pw, channels, width = embedding.shape
     out["embedding.kernel"] = embedding.transpose(2, 0, 1, 3).reshape(
@@ -301,12 +187,14 @@ def import_flax(path, config=None, *, image_size=None, mean=(0.5,),
                             "learned position embeddings are supported)")
     pos = params.take(scheme["pos"], (1, None, width))[0]
     patches = pos.shape[0] - (has_cls if scheme["pos_cls"] else 0)
+    if patches < 1:
+        raise ImporterError(f"{path}: {scheme['pos']!r} has no row for the "
+                            "patches")
     if has_cls and not scheme["pos_cls"]:
         # big_vision adds the position embedding before the class token
         # joins: the class token's row is zero.
         pos = np.concatenate([np.zeros((1, width), np.float32), pos])
     out["pos_embedding"] = pos
-
     if image_size is None:
         side = square_grid(patches, path)
         image_size = (side * ph, side * pw)
@@ -316,70 +204,109 @@ def import_flax(path, config=None, *, image_size=None, mean=(0.5,),
         raise ImporterError(f"image size {height}x{image_width} does not "
                             f"give the {patches} patches of {ph}x{pw} the "
                             "position embedding has")
+    return (ph, pw), channels, width, patches, has_cls, image_size
 
+
+def _blocks(params, scheme, width, out, path):
+    """The encoder blocks; (depth, heads, dense MLP width or None, MoE
+    weights: blocks, experts, expert_dim, family, slots)."""
     enc = scheme["encoder"]
     depth = 0
     while params.has_prefix(f"{enc}/encoderblock_{depth}/"):
         depth += 1
     if depth == 0:
         raise ImporterError(f"{path}: no {enc}/encoderblock_0")
-    heads, mlp_dim, moe_blocks, experts, expert_dim = None, None, [], None, \
-        None
+    heads, mlp_dim = None, None
+    moe = {"blocks": [], "experts": None, "expert_dim": None,
+           "family": None, "slots": None}
     for i in range(depth):
-        block, name_ = f"{enc}/encoderblock_{i}/", f"blocks.{i}."
-        _layer_norm(params, block + scheme["ln1"], width, out, name_ + "ln1")
+        block, name = f"{enc}/encoderblock_{i}/", f"blocks.{i}."
+        _layer_norm(params, block + scheme["ln1"], width, out, name + "ln1")
         (q, k, v), (o, ob), heads = _attention(params, block + scheme["attn"],
                                                width)
-        out[name_ + "attn.qkv.kernel"] = np.concatenate([q[0], k[0], v[0]],
-                                                        axis=1)
-        out[name_ + "attn.qkv.bias"] = np.concatenate([q[1], k[1], v[1]])
-        out[name_ + "attn.out.kernel"] = o
-        out[name_ + "attn.out.bias"] = ob
-        _layer_norm(params, block + scheme["ln2"], width, out, name_ + "ln2")
-        if scheme is _SCHEMES["vmoe"] and params.has_prefix(block + "Moe/"):
-            e, h = _moe(params, block + "Moe", width, out, name_ + "moe")
-            if experts not in (None, e) or expert_dim not in (None, h):
-                raise ImporterError(f"{block}Moe: {e} experts of width {h}, "
-                                    f"unlike the earlier MoE blocks "
-                                    f"({experts} of {expert_dim})")
-            experts, expert_dim = e, h
-            moe_blocks.append(i)
+        out[name + "attn.qkv.kernel"] = np.concatenate([q[0], k[0], v[0]],
+                                                       axis=1)
+        out[name + "attn.qkv.bias"] = np.concatenate([q[1], k[1], v[1]])
+        out[name + "attn.out.kernel"] = o
+        out[name + "attn.out.bias"] = ob
+        _layer_norm(params, block + scheme["ln2"], width, out, name + "ln2")
+        if scheme["encoder"] == "Encoder" and params.has_prefix(block +
+                                                                "Moe/"):
+            e, h, family, slots = _moe(params, block + "Moe", width, out,
+                                       name + "moe")
+            this = {"experts": e, "expert_dim": h, "family": family,
+                    "slots": slots}
+            if moe["blocks"] and any(moe[k] != this[k] for k in this):
+                raise ImporterError(
+                    f"{block}Moe: {e} experts of width {h} ({family}), "
+                    f"unlike the earlier MoE blocks ({moe['experts']} of "
+                    f"{moe['expert_dim']}, {moe['family']})")
+            moe.update(this)
+            moe["blocks"].append(i)
         else:
-            h = _mlp(params, block + scheme["mlp"], width, out,
-                     name_ + "mlp")
+            h = _mlp(params, block + scheme["mlp"], width, out, name + "mlp")
             if mlp_dim not in (None, h):
                 raise ImporterError(f"{block}{scheme['mlp']}: width {h}, "
                                     f"unlike the earlier blocks ({mlp_dim})")
             mlp_dim = h
     _layer_norm(params, f"{enc}/encoder_norm", width, out, "final_ln")
+    return depth, heads, mlp_dim, moe
 
+
+def _map_head(params, scheme, width, heads, mlp_dim, out, path):
+    """big_vision / V-MoE attention pooling; the MLP width it has."""
+    root, attn, ln, mlp = scheme["map"]
+    out["map.probe"] = params.take(root + "/probe",
+                                   (1, 1, width)).reshape(1, width)
+    (q, k, v), (o, ob), map_heads = _attention(params, f"{root}/{attn}",
+                                               width)
+    if map_heads != heads:
+        raise ImporterError(f"{path}: {root}/{attn}: {map_heads} heads, the "
+                            f"encoder has {heads}")
+    out.update({"map.attn.q.kernel": q[0], "map.attn.q.bias": q[1],
+                "map.attn.kv.kernel": np.concatenate([k[0], v[0]], 1),
+                "map.attn.kv.bias": np.concatenate([k[1], v[1]]),
+                "map.attn.out.kernel": o, "map.attn.out.bias": ob})
+    _layer_norm(params, f"{root}/{ln}", width, out, "map.ln")
+    hidden = _mlp(params, f"{root}/{mlp}", width, out, "map.mlp")
+    if mlp_dim not in (None, hidden):
+        raise ImporterError(f"{path}: {root}/{mlp}: width {hidden}, the "
+                            f"encoder's MLP width is {mlp_dim}")
+    return hidden
+
+
+def import_flax(path, config=None, *, image_size=None, mean=(0.5,),
+                std=(0.5,), name=None, layer_norm_epsilon=1e-6,
+                mlp_activation="gelu_tanh"):
+    """(description, {vmoe name: float32 array}) of a Flax checkpoint.
+
+    config: V-MoE model config dict, the path of its JSON, or a released
+    checkpoint's name (released.py); image_size: (height, width) when the
+    patch grid is not square; mean/std: input normalization (default
+    value_range(-1, 1): 0.5 and 0.5).
+    """
+    cfg = Config(load_config(config))
+    tensors = load_checkpoint(path)
+    params = Params(tensors, path)
+    scheme = _SCHEMES[_scheme(params)]
+    params = Params(_unscan(tensors, scheme["encoder"]), path)
+    out = {}
+    patch, channels, width, patches, has_cls, image = _embedding(
+        params, scheme, out, path, image_size)
+    depth, heads, mlp_dim, moe_weights = _blocks(params, scheme, width, out,
+                                                 path)
     head = "token" if has_cls else "gap"
     if scheme["map"] and params.has_prefix(scheme["map"][0] + "/"):
         if has_cls:
             raise ImporterError(f"{path}: a class token and a MAP head "
                                 "together are not supported")
         head = "map"
-        root, attn, ln, mlp = scheme["map"]
-        out["map.probe"] = params.take(root + "/probe",
-                                       (1, 1, width)).reshape(1, width)
-        (q, k, v), (o, ob), map_heads = _attention(params, f"{root}/{attn}",
-                                                   width)
-        if map_heads != heads:
-            raise ImporterError(f"{root}/{attn}: {map_heads} heads, the "
-                                f"encoder has {heads}")
-        out.update({"map.attn.q.kernel": q[0], "map.attn.q.bias": q[1],
-                    "map.attn.kv.kernel": np.concatenate([k[0], v[0]], 1),
-                    "map.attn.kv.bias": np.concatenate([k[1], v[1]]),
-                    "map.attn.out.kernel": o, "map.attn.out.bias": ob})
-        _layer_norm(params, f"{root}/{ln}", width, out, "map.ln")
-        if mlp_dim is None:
-            mlp_dim = params.tensors[f"{root}/{mlp}/Dense_0/kernel"].shape[1]
-        if _mlp(params, f"{root}/{mlp}", width, out, "map.mlp") != mlp_dim:
-            raise ImporterError(f"{root}/{mlp}: its width differs from the "
-                                f"encoder's MLP width {mlp_dim}")
-    if mlp_dim is None:
-        # Every block is a MoE (V-MoE "Every 1"): the dense width is unused.
-        mlp_dim = expert_dim
+        mlp_dim = _map_head(params, scheme, width, heads, mlp_dim, out, path)
+    # Every block a MoE and no MAP head: nothing has encoder.mlp_dim's
+    # width; the description takes the config's (unused), else the experts'.
+    mlp_checked = mlp_dim is not None
+    if not mlp_checked:
+        mlp_dim = cfg.integer("encoder.mlp_dim") or moe_weights["expert_dim"]
     representation = None
     if params.has_prefix("pre_logits/"):
         kernel, bias = _dense(params, "pre_logits", width, None)
@@ -389,19 +316,21 @@ def import_flax(path, config=None, *, image_size=None, mean=(0.5,),
     out["head.kernel"], out["head.bias"] = kernel, bias
     params.finish()
 
-    tokens = patches + (1 if head == "token" else 0)
     moe = None
-    if moe_blocks:
-        moe = _moe_settings(cfg, moe_blocks, experts, expert_dim, mlp_dim,
-                            tokens, path)
-    _check_config(cfg, width=width, depth=depth, heads=heads,
-                  mlp_dim=mlp_dim, classes=kernel.shape[1], head=head,
-                  patch=(ph, pw), representation=representation)
+    if not moe_weights["blocks"]:
+        cfg.check_no_moe()
+    else:
+        tokens = patches + (1 if head == "token" else 0)
+        moe = moe_settings(cfg, dict(moe_weights,
+                                     description_mlp_dim=mlp_dim),
+                           tokens, path)
+    check_model(cfg, width=width, depth=depth, heads=heads, mlp_dim=mlp_dim,
+                classes=kernel.shape[1], head=head, patch=patch,
+                representation=representation, mlp_checked=mlp_checked)
     desc = description(
-        name=name or os.path.splitext(os.path.basename(path))[0],
-        image=(height, image_width), channels=channels,
+        name=name or _model_name(path), image=image, channels=channels,
         mean=channel_values(mean, channels, "mean"),
-        std=channel_values(std, channels, "std"), patch=(ph, pw),
+        std=channel_values(std, channels, "std"), patch=patch,
         width=width, depth=depth, heads=heads, mlp_dim=mlp_dim,
         classes=kernel.shape[1], head=head,
         representation_size=representation,
@@ -410,35 +339,10 @@ def import_flax(path, config=None, *, image_size=None, mean=(0.5,),
     return desc, out
 
 
-def _check_config(cfg, *, width, depth, heads, mlp_dim, classes, head,
-                  patch, representation):
-    """Every config field that the weights also determine must agree."""
-    if not cfg.config:
-        return
-    checks = [("hidden_size", width), ("encoder.num_layers", depth),
-              ("encoder.num_heads", heads), ("encoder.mlp_dim", mlp_dim),
-              ("num_classes", classes),
-              ("representation_size", representation)]
-    for path, value in checks:
-        got = cfg.get(path)
-        if got is not None and got != value:
-            raise ImporterError(f"config: {path}: {got!r}, the weights say "
-                                f"{value}")
-    size = cfg.get("patch_size")
-    if size is not None and list(size if isinstance(size, (list, tuple))
-                                 else (size, size)) != list(patch):
-        raise ImporterError(f"config: patch_size: {size!r}, the weights say "
-                            f"{list(patch)}")
-    classifier = cfg.get("classifier")
-    if classifier is not None and {"0": "token"}.get(
-            classifier, classifier) != head:
-        raise ImporterError(f"config: classifier: {classifier!r}, the "
-                            f"weights have a {head!r} head")
-    if cfg.get("encoder.attention_qk_norm", False):
-        raise ImporterError("config: encoder.attention_qk_norm: not "
-                            "supported")
-    position = cfg.get("encoder.position_emb.name", "learned")
-    if position != "learned":
-        raise ImporterError(f"config: encoder.position_emb.name: "
-                            f"{position!r} is not supported (learned only)")
-    cfg.check_unknown()
+def _model_name(path):
+    base = os.path.basename(path.rstrip("/"))
+    for suffix in (".index", ".npz", ".msgpack"):
+        if base.endswith(suffix):
+            return base[:-len(suffix)]
+    head, _, tail = base.rpartition(".data-")
+    return head if head and tail[:5].isdigit() else base
