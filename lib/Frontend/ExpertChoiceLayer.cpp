@@ -94,14 +94,19 @@ Value ForwardBuilder::expertChoice(Value x, const std::string &prefix,
                                            : CapacityRule::round;
   int64_t maxCapacity =
       moeLayerCapacity(model, layer, maxCapacityRatio(model, options));
-  auto capacity = CapacityOp::create(
-      b, loc, b.getIndexType(), ratio, /*k=*/1, static_cast<uint64_t>(e),
-      static_cast<uint64_t>(s), static_cast<uint64_t>(maxCapacity), rule,
-      static_cast<uint64_t>(layer.multipleOf));
+  // The runtime capacity ratio sets B up to the compiled maximum, unless the
+  // description fixes B (moe.capacity): then every expert takes B tokens.
+  Value capacity =
+      model.fixedCapacity()
+          ? Value(arith::ConstantIndexOp::create(b, loc, maxCapacity))
+          : Value(CapacityOp::create(
+                b, loc, b.getIndexType(), ratio, /*k=*/1,
+                static_cast<uint64_t>(e), static_cast<uint64_t>(s),
+                static_cast<uint64_t>(maxCapacity), rule,
+                static_cast<uint64_t>(layer.multipleOf)));
   auto route = ExpertChoiceOp::create(b, loc, tokens,
                                       weight(prefix + ".router.kernel"),
-                                      maxCapacity, capacity.getResult(),
-                                      numValidTokens);
+                                      maxCapacity, capacity, numValidTokens);
   Value out = ExpertChoiceExpertsOp::create(
       b, loc, tokens.getType(), tokens, route.getGates(), route.getTokenIds(),
       route.getSlots(), kernel(prefix + ".w1"), weight(prefix + ".b1"),

@@ -104,17 +104,18 @@ def expert_choice_stats(slots, valid=None):
 def expert_choice_layer(x, router, w1, b1, w2, b2, *, num_experts,
                         capacity_ratio, capacity_rule="round", multiple_of=1,
                         activation="gelu_tanh", runtime_capacity=None,
-                        valid=None):
+                        valid=None, capacity=None):
     """One expert choice layer: B sized from capacity_ratio (ValueError if
-    it rounds to 0), routing, experts. runtime_capacity (an int) lowers the
+    it rounds to 0), or the fixed `capacity` (moe.capacity: the ratio is
+    not used), routing, experts. runtime_capacity (an int) lowers the
     effective B. Returns a dict: gates, token_ids, slots, buffers, y, out,
     B."""
     if router.shape[1] != num_experts:
         raise ValueError(f"router has {router.shape[1]} experts, "
                          f"expected {num_experts}")
     S = x.shape[1]
-    B = ops.sized_capacity(1, S, capacity_ratio, num_experts, capacity_rule,
-                           multiple_of)
+    B = capacity if capacity is not None else ops.sized_capacity(
+        1, S, capacity_ratio, num_experts, capacity_rule, multiple_of)
     gates, token_ids, slots = expert_choice(x, router, B, runtime_capacity,
                                             valid)
     out, buffers, y = expert_choice_experts(x, gates, token_ids, slots, w1,

@@ -1008,7 +1008,9 @@ class ExpertChoiceMoE(MoE):
             capacity_rule=cfg.get("capacity_rule", "round"),
             multiple_of=cfg.get("multiple_of", 1),
             activation=cfg["activation"],
-            valid=valid)
+            valid=valid,
+            capacity=(tokens_per_group if is_dropless(cfg)
+                      else cfg.get("capacity")))
         result["routing"] = "expert_choice"
         result["valid"] = valid
         return result["out"].reshape(N, T, D), result

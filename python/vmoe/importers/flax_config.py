@@ -273,7 +273,7 @@ def moe_settings(cfg, weights, tokens, source):
     if family == "token":
         moe.update(_token_choice(cfg, experts))
     elif family == "expert_choice":
-        moe.update(_expert_choice(cfg, experts, group))
+        moe.update(_expert_choice(cfg))
     else:
         moe.update(_soft(cfg, experts, group, tokens, weights["slots"]))
     moe["activation"] = "gelu_tanh"
@@ -329,17 +329,10 @@ def _token_choice(cfg, experts):
     return out
 
 
-def _expert_choice(cfg, experts, group):
+def _expert_choice(cfg):
     _dispatcher_name(cfg, ("einsum",))
     out = {"routing": "expert_choice"}
-    capacity = _capacity(cfg)
-    if "capacity" in capacity:
-        # vmoe-compile's expert choice layers take B from the runtime
-        # ratio (moe.capacity only bounds it): the ratio that gives B
-        # exactly, rounded (S·C/E = B), without a multiple.
-        capacity = {"capacity_ratio": capacity["capacity"] * experts /
-                    group, "capacity_rule": "round", "multiple_of": 1}
-    out.update(capacity)
+    out.update(_capacity(cfg))
     return out
 
 

@@ -542,11 +542,10 @@ def test_every_block_moe_and_families():
                                  "dispatcher": {"capacity": 3}})
         np.savez(path, **_params(config))
         desc, _ = importers.import_flax(path, config)
-        # A fixed B of expert choice as the ratio that gives it.
+        # A fixed B of expert choice stays fixed (moe.capacity).
         assert desc["moe"] == {
             "placement": "layers", "layers": [1], "num_experts": 4,
-            "routing": "expert_choice", "capacity_ratio": 3 * 4 / 10,
-            "capacity_rule": "round", "multiple_of": 1,
+            "routing": "expert_choice", "capacity": 3,
             "activation": "gelu_tanh", "group_size": 2}, desc["moe"]
         config = _config(router={"name": "NoisyTopItemsPerExpertRouter",
                                  "dispatcher": {"capacity_factor": 2.0}})
