@@ -11,6 +11,7 @@
 #include "vmoe/Pipelines/Pipelines.h"
 
 #include "LowerAllocaScopes.h"
+#include "RuntimeBufferFunctions.h"
 #include "ScopeStackScratch.h"
 
 #include "vmoe/Conversion/Passes.h"
@@ -133,7 +134,11 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
   ConvertVectorToLLVMPassOptions vectorToLLVM;
   vectorToLLVM.x86Vector = options.bf16Dot;
   pm.addPass(createConvertVectorToLLVMPass(vectorToLLVM));
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  FinalizeMemRefToLLVMConversionPassOptions memrefToLLVM;
+  memrefToLLVM.useGenericFunctions = options.cachedBuffers;
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefToLLVM));
+  if (options.cachedBuffers)
+    pm.addPass(vmoe::createRuntimeBufferFunctionsPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertIndexToLLVMPass());
   if (options.parallel)

@@ -13,6 +13,7 @@
 
 #include "vmoe/Runtime/vmoe_runtime.h"
 
+#include "BufferCache.h"
 #include "Model.h"
 #include "ModelInterface.h"
 
@@ -76,7 +77,11 @@ vmoe_model *vmoe_model_load(const char *weights_path, char *error,
   return new vmoe_model{std::move(*model)};
 }
 
-void vmoe_model_free(vmoe_model *model) { delete model; }
+void vmoe_model_free(vmoe_model *model) {
+  delete model;
+  // The buffers the forward pass kept for its next call (BufferCache.h).
+  vmoe::runtime::releaseCachedBuffers();
+}
 
 /// The manifest of `model`, or null.
 static const Manifest *getManifest(const vmoe_model *model) {

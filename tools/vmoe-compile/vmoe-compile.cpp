@@ -644,6 +644,9 @@ int main(int argc, char **argv) {
     pipeline.dynamicSchedule = dynamicSchedule;
     pipeline.parallelLinalg = parallelLinalg;
     pipeline.expertParallel = expertParallel;
+    // Models link the runtime, whose buffer cache keeps the forward pass's
+    // buffers between calls; a .mlir input may be linked without it.
+    pipeline.cachedBuffers = isModel;
     const llvm::MCSubtargetInfo &cpu = *(*machine)->getMCSubtargetInfo();
     pipeline.vectorWidth = vectorWidth                     ? vectorWidth
                            : cpu.checkFeatures("+avx512f") ? 16

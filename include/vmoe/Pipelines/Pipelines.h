@@ -79,6 +79,14 @@ struct VMoECPUPipelineOptions
       llvm::cl::desc("GEMMs reading weight panels prefetch the next column "
                      "panel's lines while computing the current one"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> cachedBuffers{
+      *this, "cached-buffers",
+      llvm::cl::desc("Heap buffers come from the vmoe runtime's buffer cache "
+                     "(vmoe_buffer_alloc/free: a buffer freed by one call is "
+                     "reused by the next, no page faults per call) instead "
+                     "of malloc/free; the code must be linked with the "
+                     "runtime (vmoe-compile sets it)"),
+      llvm::cl::init(false)};
   PassOptions::Option<int64_t> expertParallel{
       *this, "expert-parallel",
       llvm::cl::desc("Split the experts of each token choice MoE layer over "
