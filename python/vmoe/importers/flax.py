@@ -33,11 +33,12 @@ explicitly ignored (training-only fields); an unknown field is an error.
 Flax defaults: LayerNorm epsilon 1e-6, GELU tanh approximation.
 """
 
-import json
 import os
 
 import numpy as np
 
+from .. import _json
+from . import _npz
 from .common import ImporterError, Params, channel_values, description, \
     square_grid
 
@@ -78,11 +79,7 @@ _IGNORED = {
 
 def load_npz(path):
     """{key: float32 array} of a flat .npz ('params/' prefix dropped)."""
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            tensors = {k: np.asarray(npz[k]) for k in npz.files}
-    except (OSError, ValueError) as err:
-        raise ImporterError(f"{path}: cannot read as .npz: {err}") from None
+    tensors = _npz.read(path)  # sizes checked before reading, no pickles
     out = {}
     for key, value in tensors.items():
         name = key[len("params/"):] if key.startswith("params/") else key
@@ -214,7 +211,8 @@ def _moe_settings(cfg, moe_blocks, experts, hidden, mlp_dim, tokens, source):
                             "model config (--config): k, capacity and group "
                             "size are not in the weights")
     layers = cfg.get("encoder.moe.layers")
-    if layers is None or sorted(layers) != moe_blocks:
+    if not isinstance(layers, list) or not all(
+            type(b) is int for b in layers) or sorted(layers) != moe_blocks:
         raise ImporterError(f"config: encoder.moe.layers: {layers!r} does "
                             f"not match the MoE blocks of the weights "
                             f"{moe_blocks}")
@@ -276,11 +274,7 @@ def import_flax(path, config=None, *, image_size=None, mean=(0.5,),
     normalization (default value_range(-1, 1): 0.5 and 0.5).
     """
     if isinstance(config, str):
-        try:
-            with open(config, encoding="utf-8") as f:
-                config = json.load(f)
-        except (OSError, json.JSONDecodeError) as err:
-            raise ImporterError(f"{config}: {err}") from None
+        config = _json.read(config, error=ImporterError)
     cfg = _Config(config)
     tensors = load_npz(path)
     params = Params(tensors, path)
@@ -430,8 +424,8 @@ def _check_config(cfg, *, width, depth, heads, mlp_dim, classes, head,
         raise ImporterError(f"config: patch_size: {size!r}, the weights say "
                             f"{list(patch)}")
     classifier = cfg.get("classifier")
-    if classifier is not None and {"0": "token"}.get(
-            classifier, classifier) != head:
+    if classifier is not None and (not isinstance(classifier, str) or {
+            "0": "token"}.get(classifier, classifier) != head):
         raise ImporterError(f"config: classifier: {classifier!r}, the "
                             f"weights have a {head!r} head")
     if cfg.get("encoder.attention_qk_norm", False):

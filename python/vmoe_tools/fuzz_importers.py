@@ -1,0 +1,522 @@
+"""Mutation fuzzer of the checkpoint importers (plain Python, seeded).
+
+    cd python && /usr/bin/python3 -m vmoe_tools.fuzz_importers \
+        --kind pth --seconds 900 --out /tmp/fuzz
+
+Kinds: `npz` (Flax .npz through import_flax), `pth` (torch checkpoints,
+zip and legacy, through import_timm), `safetensors` (import_timm and
+vmoe.safetensors.load), `config` (a Flax model config through
+import_flax), or `all` (round robin). Seeds are small valid checkpoints
+written by the importer tests' helpers (plus, for pth, hostile pickles
+whose code would create a marker file). Each input is a seed mutated by
+byte edits (bit flips, interesting integers, inserted, deleted or
+duplicated runs, truncation, splices) or by edits that keep the container
+valid: a zip member's bytes re-zipped with a good CRC, a .npy header's
+shape, a pickle's globals and integers, a safetensors header or config
+value replaced by a hostile one (huge, negative, NaN, nested 100,000 deep,
+of the wrong type).
+
+The importers are called unguarded (`__wrapped__`, without the catch-all
+of vmoe.importers), then their result is checked (check_weights) and
+upcycled. A finding is any exception other than ImporterError (a
+traceback), an ImporterError whose message has a newline or reports
+running out of memory, an input running longer than --timeout seconds,
+or the marker file of a hostile pickle existing (code ran). Findings are
+saved under OUT/findings (input and traceback); the exit status is 1 if
+there is any. Memory is limited (RLIMIT_AS) so that an unchecked size
+fails fast. An input whose error message (digits removed) is new joins
+the corpus, a crude coverage signal.
+"""
+
+import argparse
+import importlib
+import io
+import json
+import os
+import random
+import re
+import resource
+import signal
+import struct
+import sys
+import tempfile
+import time
+import traceback
+import zipfile
+
+import numpy as np
+
+from vmoe import safetensors
+from vmoe.importers import common, flax, timm
+from vmoe.importers import test_importers as helpers
+
+# The module (vmoe.importers.upcycle is the guarded function).
+upcycle = importlib.import_module("vmoe.importers.upcycle")
+
+KINDS = ("npz", "pth", "safetensors", "config")
+_EXTENSIONS = {"npz": ".npz", "pth": ".pth", "safetensors": ".safetensors",
+               "config": ".json"}
+_INTERESTING = (0, 1, -1, 2, 7, 255, 256, 65535, 2**31 - 1, 2**31, 2**32,
+                2**40, 2**62, 2**63 - 1, -2**63, 2**24, 2**24 + 1)
+_JSON_VALUES = (0, -1, 1, 2**24 + 1, 2**40, 2**63, 2**70, 0.0, -0.5, 1e308,
+                float("nan"), float("inf"), "", "ceil", "floor", "x" * 300,
+                None, True, False, [], [1, 2], {}, {"a": 1}, [0] * 2000)
+_GLOBALS = (b"posix\nsystem", b"builtins\neval", b"builtins\nexec",
+            b"os\nsystem", b"torch._utils\n_rebuild_sparse_tensor",
+            b"torch._utils\n_rebuild_meta_tensor_no_storage",
+            b"torch\nTensor", b"argparse\nNamespace",
+            b"collections\nOrderedDict", b"torch\nLongStorage",
+            b"torch\nBFloat16Storage", b"torch._utils\n_rebuild_parameter",
+            b"torch\nSize", b"torch\ndevice", b"builtins\nset")
+
+
+class Hang(BaseException):
+    """An input ran past the timeout (a BaseException: no `except
+    Exception` of the code under test can swallow it)."""
+
+
+class Finding(Exception):
+    """A result that breaks the importers' rules (not a traceback)."""
+
+
+# -- seeds ------------------------------------------------------------------
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _seed_npz(tmp):
+    seeds = []
+    for scheme in ("vmoe", "vit_jax", "big_vision"):
+        config = helpers._CONFIG if scheme == "vmoe" else {  # pylint: disable=protected-access
+            k: v for k, v in helpers._CONFIG.items() if k != "encoder"}  # pylint: disable=protected-access
+        if scheme != "vmoe":
+            config = dict(config, encoder={"num_layers": 2, "mlp_dim": 12,
+                                           "num_heads": 2})
+        path, _ = helpers._flax(tmp, config, scheme)  # pylint: disable=protected-access
+        seeds.append((_read(path), config))
+    return seeds
+
+
+def _marker_pickle(marker):
+    """A pickle that would run `touch marker` if its globals resolved."""
+    command = f"touch {marker}".encode()
+    return (b"\x80\x02cposix\nsystem\nq\x00X" + struct.pack("<I", len(command))
+            + command + b"q\x01\x85q\x02Rq\x03.")
+
+
+def _seed_pth(tmp, marker):
+    import argparse as argparse_module  # pylint: disable=import-outside-toplevel
+    import torch  # pylint: disable=import-outside-toplevel
+    state = {k: torch.from_numpy(v) for k, v in
+             helpers._timm_state(depth=2).items()}  # pylint: disable=protected-access
+    training = {"epoch": 3, "arch": "vit", "state_dict": state,
+                "optimizer": {"state": {0: {"step": 3, "exp_avg":
+                                            torch.zeros(4)}},
+                              "param_groups": [{"lr": 0.1, "params": [0],
+                                                "betas": (0.9, 0.99)}]},
+                "args": argparse_module.Namespace(lr=0.1, model="vit",
+                                                  device="cuda:0",
+                                                  input_size=None),
+                "metric": 0.5, "version": 2}
+    seeds = []
+    for obj in (state, training):
+        for zipped in (True, False):
+            buffer = io.BytesIO()
+            torch.save(obj, buffer, _use_new_zipfile_serialization=zipped)
+            seeds.append(buffer.getvalue())
+    # The zip seed with its data.pkl replaced by the marker pickle.
+    seeds.append(_rezip(seeds[0], lambda name, data: _marker_pickle(marker)
+                        if name.endswith("data.pkl") else data))
+    return seeds
+
+
+def _seed_safetensors(tmp):
+    seeds = []
+    for dtype in ("F32", "F16", "BF16"):
+        seeds.append(_read(helpers._write_timm(  # pylint: disable=protected-access
+            tmp, helpers._timm_state(depth=2), dtype)))  # pylint: disable=protected-access
+    return seeds
+
+
+# -- mutations --------------------------------------------------------------
+
+
+def _mutate_bytes(rng, data, others):
+    data = bytearray(data)
+    for _ in range(rng.choice((1, 1, 2, 4, 8))):
+        op = rng.randrange(9)
+        pos = rng.randrange(len(data) + 1) if data else 0
+        if op == 0 and data:
+            data[min(pos, len(data) - 1)] ^= 1 << rng.randrange(8)
+        elif op == 1 and data:
+            data[min(pos, len(data) - 1)] = rng.choice((0, 0xFF, 0x7F, 0x80,
+                                                        rng.randrange(256)))
+        elif op == 2:
+            value = rng.choice(_INTERESTING)
+            width = rng.choice((1, 2, 4, 8))
+            data[pos:pos + width] = (value % (1 << 8 * width)).to_bytes(
+                width, "little")
+        elif op == 3:
+            data[pos:pos] = bytes(rng.randrange(256)
+                                  for _ in range(rng.randrange(1, 32)))
+        elif op == 4:
+            del data[pos:pos + rng.randrange(1, 64)]
+        elif op == 5 and data:
+            start = rng.randrange(len(data))
+            chunk = data[start:start + rng.randrange(1, 128)]
+            data[pos:pos] = chunk * rng.choice((1, 2, 16))
+        elif op == 6:
+            del data[pos:]
+        elif op == 7 and others:
+            other = rng.choice(others)
+            cut = rng.randrange(len(other) + 1)
+            data[pos:] = other[cut:]
+        elif op == 8:
+            data[pos:pos] = rng.choice((b"[" * 100000, b"{\"a\":" * 70,
+                                        b"\xff\xfe", b"NaN", b"1e999"))
+    return bytes(data)
+
+
+def _rezip(data, edit):
+    """The zip `data` with each member's bytes replaced by edit(name,
+    bytes): valid CRCs and directory."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, \
+            zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, edit(info.filename,
+                                             src.read(info)))
+    return out.getvalue()
+
+
+def _mutate_pickle(rng, data):
+    data = bytearray(data)
+    if rng.random() < 0.5:
+        # Replace a GLOBAL's "module\nname" by another.
+        spots = [m.start() for m in re.finditer(rb"c[\w.]+\n\w+\n",
+                                                bytes(data))]
+        if spots:
+            start = rng.choice(spots) + 1
+            end = data.index(b"\n", data.index(b"\n", start) + 1)
+            data[start:end] = rng.choice(_GLOBALS)
+            return bytes(data)
+    # Replace a small integer (BININT1 K, BININT2 M, BININT J) operand.
+    spots = [i for i, b in enumerate(data) if b in b"KMJ"]
+    if spots:
+        i = rng.choice(spots)
+        width = {ord("K"): 1, ord("M"): 2, ord("J"): 4}[data[i]]
+        value = rng.choice(_INTERESTING) % (1 << 8 * width)
+        data[i + 1:i + 1 + width] = value.to_bytes(width, "little")
+    return bytes(data)
+
+
+def _mutate_npy(rng, data):
+    """A .npy member with its header's shape or dtype changed."""
+    match = re.search(rb"'shape': \(([^)]*)\)", data)
+    if match and rng.random() < 0.7:
+        dims = [rng.choice((0, 1, 2, 3, 8, 2**20, 2**40, 2**62))
+                for _ in range(rng.randrange(0, 4))]
+        text = ("(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1
+                                                   else "") + ")").encode()
+        return data[:match.start(1) - 1] + text + data[match.end(1) + 1:]
+    for old, new in ((b"<f4", rng.choice((b"<i8", b"|O", b"<f8", b"|V4",
+                                          b"<U3", b">f4"))),
+                     (b"False", b"True")):
+        if old in data:
+            return data.replace(old, new, 1)
+    return data
+
+
+def _mutate_zip(rng, data, kind, others):
+    if rng.random() < 0.3:
+        return _mutate_bytes(rng, data, others)
+    try:
+        names = zipfile.ZipFile(io.BytesIO(data)).namelist()
+    except Exception:  # pylint: disable=broad-except
+        return _mutate_bytes(rng, data, others)  # not a zip any more
+    if not names:
+        return _mutate_bytes(rng, data, others)
+    target = rng.choice(names)
+
+    def edit(name, member):
+        if name != target:
+            return member
+        if name.endswith(".pkl"):
+            return _mutate_pickle(rng, member)
+        if name.endswith(".npy") and rng.random() < 0.6:
+            return _mutate_npy(rng, member)
+        return _mutate_bytes(rng, member, [])
+    try:
+        return _rezip(data, edit)
+    except Exception:  # pylint: disable=broad-except
+        return _mutate_bytes(rng, data, others)
+
+
+def _mutate_json_value(rng, value, depth=0):
+    """`value` with one random node replaced, deleted or added."""
+    if isinstance(value, dict) and value and rng.random() < 0.8:
+        key = rng.choice(list(value))
+        out = dict(value)
+        action = rng.random()
+        if action < 0.1:
+            del out[key]
+        elif action < 0.2:
+            out[rng.choice(("colour", "layers", "k", "dtype"))] = \
+                rng.choice(_JSON_VALUES)
+        else:
+            out[key] = _mutate_json_value(rng, value[key], depth + 1)
+        return out
+    if isinstance(value, list) and value and rng.random() < 0.7:
+        out = list(value)
+        i = rng.randrange(len(out))
+        out[i] = _mutate_json_value(rng, out[i], depth + 1)
+        return out
+    if rng.random() < 0.05:
+        nested = 0
+        for _ in range(rng.choice((65, 1000, 100000))):
+            nested = [nested]
+        return nested
+    if isinstance(value, int) and not isinstance(value, bool) and \
+            rng.random() < 0.5:
+        return rng.choice((value + 1, value - 1, -value, value * 2**20))
+    return rng.choice(_JSON_VALUES)
+
+
+def _dump_json(rng, value):
+    try:
+        return json.dumps(value, allow_nan=True).encode()
+    except (ValueError, RecursionError, TypeError):
+        return b"[" * 100000
+
+
+def _mutate_safetensors(rng, data, others):
+    if len(data) < 8 or rng.random() < 0.3:
+        return _mutate_bytes(rng, data, others)
+    (size,) = struct.unpack("<Q", data[:8])
+    try:
+        header = json.loads(data[8:8 + size])
+    except (ValueError, RecursionError):
+        return _mutate_bytes(rng, data, others)
+    text = _dump_json(rng, _mutate_json_value(rng, header))
+    if rng.random() < 0.8:  # keep the length field right
+        return struct.pack("<Q", len(text)) + text + data[8 + size:]
+    return data[:8] + text + data[8 + size:]
+
+
+def mutate(rng, kind, data, others):
+    """One mutated input of `kind` from `data` (bytes; config: JSON)."""
+    if kind in ("npz", "pth"):
+        return _mutate_zip(rng, data, kind, others) if data[:2] == b"PK" \
+            else (_mutate_pickle(rng, data) if rng.random() < 0.5 else
+                  _mutate_bytes(rng, data, others))
+    if kind == "safetensors":
+        return _mutate_safetensors(rng, data, others)
+    if rng.random() < 0.2:
+        return _mutate_bytes(rng, data, others)
+    try:
+        return _dump_json(rng, _mutate_json_value(rng, json.loads(data)))
+    except (ValueError, RecursionError):
+        return _mutate_bytes(rng, data, others)
+
+
+# -- running one input ------------------------------------------------------
+
+
+def _use_result(desc, tensors, work):
+    """What a user does next: check, upcycle a dense model, write."""
+    common.check_weights(desc, tensors)
+    if "moe" not in desc:
+        desc, tensors = upcycle.upcycle(desc, tensors,
+                                        "experts=2,k=1,placement=every-2")
+    common.write_model(os.path.join(work, "out"), desc, tensors)
+
+
+def run_one(kind, path, work, seed_config):
+    """Imports `path` as `kind`; raises what the importers raise."""
+    import_flax = flax.import_flax
+    import_timm = timm.import_timm
+    if kind == "npz":
+        desc, tensors = import_flax(path, seed_config)
+    elif kind == "config":
+        desc, tensors = import_flax(seed_config, path)
+    else:
+        if kind == "safetensors":
+            try:
+                safetensors.load(path, dtypes=tuple(safetensors.DTYPES))
+            except safetensors.FormatError as err:
+                if "\n" in str(err):
+                    raise Finding(f"two-line FormatError: {err!r}") from None
+        desc, tensors = import_timm(path, heads=2)
+    _use_result(desc, tensors, work)
+
+
+def _signature(text):
+    return re.sub(r"\d+", "N", text)[:160]
+
+
+class Fuzzer:
+    """The loop: seeds, mutation, execution, findings, statistics."""
+
+    def __init__(self, args):
+        self.args = args
+        self.rng = random.Random(args.seed)
+        self.work = tempfile.mkdtemp(prefix="vmoe-fuzz-")
+        self.marker = os.path.join(self.work, "MARKER")
+        self.findings_dir = os.path.join(args.out, "findings")
+        os.makedirs(self.findings_dir, exist_ok=True)
+        self.corpus, self.seen, self.stats = {}, set(), {}
+        self.findings = {}
+        # Errors in destructors print to stderr instead of raising.
+        self.unraisable = []
+        sys.unraisablehook = lambda hook: self.unraisable.append(
+            f"{hook.exc_type.__name__}: {hook.exc_value}")
+        self.npz_seeds = []
+        kinds = KINDS if args.kind == "all" else (args.kind,)
+        for kind in kinds:
+            self.corpus[kind] = self._seeds(kind)
+            self.stats[kind] = {"executions": 0, "accepted": 0,
+                                "refused": 0, "findings": 0}
+
+    def _seeds(self, kind):
+        if kind in ("npz", "config"):
+            if not self.npz_seeds:
+                self.npz_seeds = _seed_npz(self.work)
+        if kind == "npz":
+            return [data for data, _ in self.npz_seeds]
+        if kind == "config":
+            path = os.path.join(self.work, "seed.npz")
+            with open(path, "wb") as f:
+                f.write(self.npz_seeds[0][0])
+            self.config_npz = path  # pylint: disable=attribute-defined-outside-init
+            return [json.dumps(self.npz_seeds[0][1]).encode()]
+        if kind == "pth":
+            return _seed_pth(self.work, self.marker)
+        return _seed_safetensors(self.work)
+
+    def _seed_config(self, kind, index):
+        if kind == "npz":
+            return self.npz_seeds[index % len(self.npz_seeds)][1]
+        if kind == "config":
+            return self.config_npz
+        return None
+
+    def _record(self, kind, data, signature, text):
+        self.stats[kind]["findings"] += 1
+        if signature in self.findings:
+            self.findings[signature][1] += 1
+            return
+        number = len(self.findings)
+        stem = os.path.join(self.findings_dir, f"{kind}-{number}")
+        with open(stem + _EXTENSIONS[kind], "wb") as f:
+            f.write(data)
+        with open(stem + ".txt", "w", encoding="utf-8") as f:
+            f.write(text)
+        self.findings[signature] = [stem, 1]
+        print(f"FINDING {kind}-{number}: {signature}", flush=True)
+
+    def execute(self, kind, data, index):
+        path = os.path.join(self.work, "input" + _EXTENSIONS[kind])
+        with open(path, "wb") as f:
+            f.write(data)
+        self.stats[kind]["executions"] += 1
+        self.unraisable.clear()
+        signal.alarm(self.args.timeout)
+        try:
+            run_one(kind, path, self.work, self._seed_config(kind, index))
+            outcome = "accepted"
+        except common.ImporterError as err:
+            text = str(err)
+            if "\n" in text or "out of memory" in text:
+                raise Finding(f"bad ImporterError: {text!r}") from None
+            outcome = "refused: " + _signature(text.replace(path, "INPUT"))
+        finally:
+            signal.alarm(0)
+        if os.path.exists(self.marker):
+            os.remove(self.marker)
+            raise Finding("the marker file exists: a pickle ran code")
+        if self.unraisable:
+            raise Finding(f"an exception Python could not raise (printed "
+                          f"on stderr): {self.unraisable[0]}")
+        return outcome
+
+    def step(self, kind):
+        seeds = self.corpus[kind]
+        index = self.rng.randrange(len(seeds))
+        data = mutate(self.rng, kind, seeds[index], seeds)
+        try:
+            outcome = self.execute(kind, data, index)
+        except Hang:
+            self._record(kind, data, "hang",
+                         f"ran past {self.args.timeout} s\n")
+            return
+        except Finding as err:
+            self._record(kind, data, str(err)[:160], str(err) + "\n")
+            return
+        except Exception as err:  # pylint: disable=broad-except
+            frames = traceback.extract_tb(err.__traceback__)
+            where = f"{os.path.basename(frames[-1].filename)}:" \
+                    f"{frames[-1].lineno}" if frames else "?"
+            self._record(kind, data, f"{type(err).__name__} at {where}",
+                         traceback.format_exc())
+            return
+        self.stats[kind]["accepted" if outcome == "accepted"
+                         else "refused"] += 1
+        if (kind, outcome) not in self.seen and len(data) < 4_000_000:
+            self.seen.add((kind, outcome))
+            seeds.append(data)
+
+    def run(self):
+        kinds = list(self.corpus)
+        deadline = time.monotonic() + self.args.seconds
+        turn = 0
+        while time.monotonic() < deadline:
+            self.step(kinds[turn % len(kinds)])
+            turn += 1
+        return self.report()
+
+    def report(self):
+        for kind, stats in self.stats.items():
+            print(f"fuzz_importers: {kind}: {stats['executions']} "
+                  f"executions, {stats['accepted']} accepted, "
+                  f"{stats['refused']} refused with one line, "
+                  f"{len([1 for k, o in self.seen if k == kind])} distinct "
+                  f"outcomes, {stats['findings']} findings")
+        for signature, (stem, count) in self.findings.items():
+            print(f"fuzz_importers: finding {stem} ({count}x): {signature}")
+        return 1 if self.findings else 0
+
+
+def _on_alarm(signum, frame):
+    del signum, frame
+    raise Hang()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kind", default="all", choices=KINDS + ("all",))
+    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=int, default=20,
+                        help="seconds one input may run (a hang)")
+    parser.add_argument("--memory-mb", type=int, default=3072,
+                        help="address space the inputs may add (MB)")
+    parser.add_argument("--out", default="fuzz-importers",
+                        help="findings go to OUT/findings")
+    args = parser.parse_args(argv)
+    fuzzer = Fuzzer(args)
+    signal.signal(signal.SIGALRM, _on_alarm)
+    # Seeds are written (torch imported); now cap the address space so
+    # that an allocation from an unchecked size fails at once.
+    with open("/proc/self/statm", encoding="ascii") as f:
+        used = int(f.read().split()[0]) * resource.getpagesize()
+    limit = used + args.memory_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    np.seterr(all="ignore")
+    return fuzzer.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
