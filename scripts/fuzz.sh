@@ -4,7 +4,9 @@
 #   scripts/fuzz.sh smoke SECONDS   every target from its seeds (CI)
 # TARGET: safetensors, png, manifest (the runtime's readers, LLVMSupport and
 # libpng only), description, mlir, passes (link the vmoe libraries of build/:
-# run scripts/build.sh first). Objects go to build-fuzz/, the corpus grows in
+# run scripts/build.sh first); importers (the Python checkpoint importers:
+# python/vmoe_tools/fuzz_importers.py, plain Python, no build; flags are
+# its own, e.g. --kind pth). Objects go to build-fuzz/, the corpus grows in
 # build-fuzz/corpus/TARGET (seeded from examples/ and the tests), crashes
 # land in build-fuzz/crashes/. Compiled with clang-22
 # -fsanitize=fuzzer,address,undefined.
@@ -26,7 +28,19 @@ if [ "$target" = smoke ]; then
     echo "fuzz smoke: $t, $seconds s, $(grep -ho "number_of_executed_units: [0-9]*" "$log" |
       grep -o "[0-9]*") executions, no crash"
   done
+  log="$smoke/importers.log"
+  VMOE_FUZZ_OUT="$smoke" "$0" importers "$seconds" --timeout 60 >"$log" 2>&1 ||
+    { tail -n 30 "$log" >&2; echo "fuzz smoke: importers failed ($log)" >&2; exit 1; }
+  echo "fuzz smoke: importers, $seconds s, $(grep -o "[0-9]* executions in" "$log" |
+    grep -o "[0-9]*") executions, no finding"
   exit 0
+fi
+if [ "$target" = importers ]; then
+  # Python: any traceback, hang or code run by a pickle is a finding
+  # (docs/Fuzzing.md); findings land in build-fuzz/importers/findings.
+  cd "$root/python"
+  exec /usr/bin/python3 -m vmoe_tools.fuzz_importers --seconds "$seconds" \
+    --out "${VMOE_FUZZ_OUT:-$root/build-fuzz}/importers" "$@"
 fi
 out="${VMOE_FUZZ_OUT:-$root/build-fuzz}"
 llvm=/usr/lib/llvm-22

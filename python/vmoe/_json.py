@@ -5,6 +5,7 @@ failure one line (FormatError)."""
 import json
 import math
 
+from ._files import open_regular
 from .errors import FormatError
 
 __all__ = ["MAX_NESTING", "parse", "read"]
@@ -66,9 +67,9 @@ def parse(data, what, error=FormatError):
 
 def read(path, what=None, error=FormatError):
     """The value of the JSON file `path` (errors name `what` or path)."""
-    try:
-        with open(path, "rb") as f:
+    with open_regular(path, error) as f:
+        try:
             data = f.read()
-    except OSError as err:
-        raise error(f"{path}: {err.strerror or err}") from None
+        except OSError as err:
+            raise error(f"{path}: {err.strerror or err}") from None
     return parse(data, what or path, error)

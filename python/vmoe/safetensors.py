@@ -17,6 +17,7 @@ import struct
 import numpy as np
 
 from . import _json
+from ._files import open_regular
 from .errors import FormatError
 
 __all__ = ["DTYPES", "MAX_HEADER_BYTES", "load", "save"]
@@ -91,8 +92,8 @@ def _read(path):
     """(header bytes, data bytes) of a safetensors file; the header length
     is checked against the file size and the 100 MB limit before anything
     else is read."""
-    try:
-        with open(path, "rb") as f:
+    with open_regular(path, FormatError) as f:
+        try:
             prefix = f.read(8)
             if len(prefix) < 8:
                 raise FormatError(f"{path}: not a safetensors file (shorter "
@@ -106,8 +107,8 @@ def _read(path):
                 raise FormatError(f"{path}: header length {size} is above "
                                   f"the limit {MAX_HEADER_BYTES}")
             return f.read(size), f.read()
-    except OSError as err:
-        raise FormatError(f"{path}: {err.strerror or err}") from None
+        except OSError as err:
+            raise FormatError(f"{path}: {err.strerror or err}") from None
 
 
 def _entry(path, name, info, dtypes, data_size):

@@ -58,6 +58,8 @@ _EXTENSIONS = {"npz": ".npz", "pth": ".pth", "safetensors": ".safetensors",
                "config": ".json"}
 _INTERESTING = (0, 1, -1, 2, 7, 255, 256, 65535, 2**31 - 1, 2**31, 2**32,
                 2**40, 2**62, 2**63 - 1, -2**63, 2**24, 2**24 + 1)
+# Inputs kept per kind (seeds and inputs with a new outcome).
+_MAX_CORPUS = 2000
 _JSON_VALUES = (0, -1, 1, 2**24 + 1, 2**40, 2**63, 2**70, 0.0, -0.5, 1e308,
                 float("nan"), float("inf"), "", "ceil", "floor", "x" * 300,
                 None, True, False, [], [1, 2], {}, {"a": 1}, [0] * 2000)
@@ -375,8 +377,10 @@ class Fuzzer:
             f"{hook.exc_type.__name__}: {hook.exc_value}")
         self.npz_seeds = []
         kinds = KINDS if args.kind == "all" else (args.kind,)
+        self.first = {}
         for kind in kinds:
             self.corpus[kind] = self._seeds(kind)
+            self.first[kind] = len(self.corpus[kind])
             self.stats[kind] = {"executions": 0, "accepted": 0,
                                 "refused": 0, "findings": 0}
 
@@ -466,18 +470,21 @@ class Fuzzer:
                          else "refused"] += 1
         if (kind, outcome) not in self.seen and len(data) < 4_000_000:
             self.seen.add((kind, outcome))
-            seeds.append(data)
+            if len(seeds) < _MAX_CORPUS:
+                seeds.append(data)
+            else:  # keep the seeds, replace a later input
+                seeds[self.rng.randrange(self.first[kind], len(seeds))] = data
 
     def run(self):
         kinds = list(self.corpus)
-        deadline = time.monotonic() + self.args.seconds
+        start = time.monotonic()
         turn = 0
-        while time.monotonic() < deadline:
+        while time.monotonic() < start + self.args.seconds:
             self.step(kinds[turn % len(kinds)])
             turn += 1
-        return self.report()
+        return self.report(time.monotonic() - start)
 
-    def report(self):
+    def report(self, seconds):
         for kind, stats in self.stats.items():
             print(f"fuzz_importers: {kind}: {stats['executions']} "
                   f"executions, {stats['accepted']} accepted, "
@@ -486,6 +493,9 @@ class Fuzzer:
                   f"outcomes, {stats['findings']} findings")
         for signature, (stem, count) in self.findings.items():
             print(f"fuzz_importers: finding {stem} ({count}x): {signature}")
+        total = sum(stats["executions"] for stats in self.stats.values())
+        print(f"fuzz_importers: {total} executions in {seconds:.0f} s, "
+              f"{len(self.findings)} distinct findings")
         return 1 if self.findings else 0
 
 

@@ -12,7 +12,7 @@ import sys
 
 from . import import_flax, import_timm, upcycle, write_model
 from ..errors import VMoEError
-from .checks import MAX_DIMENSION, integer, number
+from .limits import MAX_DIMENSION, integer, number
 from .common import describe_failure
 
 _PROG = "vmoe.importers"

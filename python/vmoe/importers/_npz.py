@@ -15,6 +15,7 @@ import zipfile
 
 import numpy as np
 
+from .._files import open_regular
 from ._zip import check_sizes, read_member, zip_errors
 from .common import ImporterError, describe_failure
 
@@ -64,7 +65,8 @@ def read(path):
     """{name: array} of the .npy members of an .npz archive."""
     errors, describe = zip_errors(path, ".npz")
     try:
-        with zipfile.ZipFile(path) as archive:
+        with open_regular(path, ImporterError) as f, \
+                zipfile.ZipFile(f) as archive:
             out = {}
             for info in archive.infolist():
                 if not info.filename.endswith(".npy"):

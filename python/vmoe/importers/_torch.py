@@ -40,6 +40,7 @@ import zipfile
 
 import numpy as np
 
+from .._files import open_regular
 from ._zip import ZIP_MAGIC, read_member, zip_errors
 from .common import ImporterError
 
@@ -322,11 +323,11 @@ def _take(stream, nbytes):
 def load(path):
     """The object a torch checkpoint holds: containers, numbers, strings,
     argparse.Namespace and `Tensor`s. Errors: one-line ImporterError."""
-    try:
-        with open(path, "rb") as f:
+    with open_regular(path, ImporterError) as f:
+        try:
             data = f.read()
-    except OSError as err:
-        raise ImporterError(f"{path}: {err.strerror or err}") from None
+        except OSError as err:
+            raise ImporterError(f"{path}: {err.strerror or err}") from None
     errors, describe = zip_errors(path, "torch checkpoint")
     try:
         if data[:4] == ZIP_MAGIC:

@@ -17,7 +17,8 @@ import math
 import numpy as np
 
 from ..errors import ImporterError
-from .checks import check_description, number
+from .checks import check_description
+from .limits import number
 
 __all__ = ["ImporterError", "Params", "check_weights", "describe_failure",
            "description", "guarded", "write_model"]

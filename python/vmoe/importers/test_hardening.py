@@ -377,7 +377,15 @@ def test_command_line_one_line():
                        "noise=inf"], 1, "--upcycle noise: must be a finite"),
                 (["timm", os.path.join(tmp, "none.pth"), "--heads", "2",
                   "-o", out], 1, "none.pth: No such file or directory"),
-                (["flax", path, "-o", out], 1, "not a readable .npz")):
+                (["flax", path, "-o", out], 1, "not a readable .npz"),
+                (["flax", "/dev/zero", "-o", out], 1,
+                 "/dev/zero: not a regular file"),
+                (["timm", "/dev/zero", "--heads", "2", "-o", out], 1,
+                 "/dev/zero: not a regular file"),
+                (["flax", path, "--config", tmp, "-o", out], 1,
+                 f"{tmp}: not a regular file"),
+                (["timm", tmp, "--heads", "2", "-o", out], 1,
+                 f"{tmp}: not a regular file")):
             got, stdout, lines = _cli(argv)
             assert got == status and len(lines) == 1 and \
                 lines[0].startswith("vmoe.importers: error: ") and \

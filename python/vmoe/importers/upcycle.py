@@ -31,9 +31,9 @@ model's.
 
 import numpy as np
 
-from .checks import MAX_CAPACITY_RATIO, MAX_DIMENSION, check_description, \
-    integer, number
+from .checks import check_description
 from .common import ImporterError, check_weights
+from .limits import MAX_CAPACITY_RATIO, MAX_DIMENSION, integer, number
 
 __all__ = ["parse_spec", "upcycle"]
 
