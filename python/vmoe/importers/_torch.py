@@ -44,7 +44,7 @@ from .._files import open_regular
 from ._zip import ZIP_MAGIC, read_member, zip_errors
 from .common import ImporterError
 
-__all__ = ["Tensor", "load"]
+__all__ = ["Tensor", "brief", "load"]
 
 # torch's storage types: numpy dtype (bf16 as its uint16 bits).
 _STORAGES = {"FloatStorage": "<f4", "DoubleStorage": "<f8",
@@ -57,6 +57,12 @@ _FLOATS = ("FloatStorage", "DoubleStorage", "HalfStorage", "BFloat16Storage")
 # Pickle opcodes torch.save never writes: protocol 5's out-of-band buffers
 # (a damaged stream of them made CPython report a SystemError at exit).
 _DENIED_OPCODES = {"BYTEARRAY8", "NEXT_BUFFER", "READONLY_BUFFER"}
+
+# The most nodes a tuple or frozenset may expand to through shared (memo)
+# references: hashing one (a dict key) walks every node, so 60 levels of
+# (t, t) would take 2^60 steps.
+_MAX_EXPANDED = 1_000_000
+_TUPLES = {"TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "FROZENSET"}
 
 # torch.save's legacy format: magic number and protocol version.
 _LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
@@ -176,11 +182,27 @@ def _rebuild_parameter(data, *unused):
 
 
 def _device(*args):
-    return ":".join(str(a) for a in args)
+    del args  # where a tensor was: nothing the importer needs
+    return "device"
 
 
 def _size(dims=()):
+    if not isinstance(dims, (tuple, list)) or not all(
+            isinstance(d, int) for d in dims):
+        raise Malformed("torch.Size of non-integers")
     return tuple(dims)
+
+
+def brief(value):
+    """A value of a pickle in a message, never walked (shared references
+    can make str() of a nested list take exponential time)."""
+    if isinstance(value, (str, bytes)):
+        return repr(value[:40])
+    if isinstance(value, (bool, float)) or value is None:
+        return repr(value)
+    if isinstance(value, int):
+        return str(value) if value.bit_length() < 64 else "a huge integer"
+    return f"a {type(value).__name__}"
 
 
 # (module, name) a checkpoint may name -> the stand-in it gets.
@@ -206,12 +228,10 @@ class _Unpickler(pickle.Unpickler):
         self.stream, self.storage = stream, storage
 
     def load(self):
-        """Scans the opcodes first (pickletools; nothing is built), then
+        """Scans the opcodes first (_scan: nothing is built), then
         unpickles."""
         start = self.stream.tell()
-        for opcode, _, _ in pickletools.genops(self.stream):
-            if opcode.name in _DENIED_OPCODES:
-                raise Malformed(f"pickle opcode {opcode.name}")
+        _scan(self.stream)
         self.stream.seek(start)
         return super().load()
 
@@ -227,14 +247,73 @@ class _Unpickler(pickle.Unpickler):
         if self.storage is None or not isinstance(pid, tuple) or \
                 len(pid) < 2 or pid[0] != "storage" or \
                 not isinstance(pid[1], _StorageType):
-            raise Malformed(f"persistent id {str(pid)[:60]} is not a "
+            raise Malformed(f"persistent id {brief(pid)} is not a "
                             "storage")
         return self.storage(*pid[1:])
 
 
+def _popped(opcode, stack, marks):
+    """The stack entries `opcode` consumes (removed from `stack`)."""
+    before = opcode.stack_before
+    count = len(before)
+    if pickletools.markobject in before:
+        if not marks:
+            raise Malformed(f"pickle opcode {opcode.name} without a mark")
+        start = marks.pop()
+        count = before.index(pickletools.markobject)
+        popped = stack[start:]
+        del stack[start:]
+    else:
+        popped = []
+    if count > len(stack):
+        raise Malformed("pickle stack underflow")
+    below = stack[len(stack) - count:] if count else []
+    del stack[len(stack) - len(below):]
+    return below + popped
+
+
+def _scan(stream):
+    """Walks the pickle's opcodes (pickletools, which builds nothing) as
+    the unpickler will run them, tracking how many nodes each tuple
+    expands to. Refuses: opcodes torch.save never writes, memo indices
+    out of sequence (the C unpickler would allocate a memo that large),
+    hashable objects expanding beyond _MAX_EXPANDED nodes."""
+    stack, marks, memo = [], [], {}
+    for opcode, arg, pos in pickletools.genops(stream):
+        name = opcode.name
+        if name in _DENIED_OPCODES:
+            raise Malformed(f"pickle opcode {name}")
+        if name == "MARK":
+            marks.append(len(stack))
+            continue
+        if name in ("PUT", "BINPUT", "LONG_BINPUT"):
+            if not stack or not 0 <= arg <= pos:
+                raise Malformed(f"pickle memo index {arg} at byte {pos}")
+            memo[arg] = stack[-1]
+            continue
+        popped = _popped(opcode, stack, marks)
+        if name in _TUPLES:
+            size = 1 + sum(popped)
+            if size > _MAX_EXPANDED:
+                raise Malformed(f"a tuple of more than {_MAX_EXPANDED} "
+                                "nodes (shared references)")
+            stack.append(size)
+        elif name in ("GET", "BINGET", "LONG_BINGET"):
+            if arg not in memo:
+                raise Malformed(f"pickle memo index {arg} not set")
+            stack.append(memo[arg])
+        elif name == "MEMOIZE":
+            memo[len(memo)] = popped[0]
+            stack.append(popped[0])
+        elif name == "DUP":
+            stack.extend(popped * 2)
+        else:  # what else is built hashes in O(1) or is unhashable
+            stack.extend([1] * len(opcode.stack_after))
+
+
 def _checked_numel(numel):
     if not isinstance(numel, int) or isinstance(numel, bool) or numel < 0:
-        raise Malformed(f"storage size {numel!r}")
+        raise Malformed(f"storage size {brief(numel)}")
     return numel
 
 
@@ -255,11 +334,13 @@ def _load_zip(path, archive):
 
     def storage(kind, key, location, numel):
         del location  # every storage is read to the CPU
+        if not isinstance(key, str):
+            raise Malformed(f"storage key {brief(key)}")
         if key not in storages:
             numel = _checked_numel(numel)
             name = f"{prefix}data/{key}"
             if name not in names:
-                raise Malformed(f"storage {str(key)[:40]!r} is missing")
+                raise Malformed(f"storage {brief(key)} is missing")
             dtype = np.dtype(_STORAGES[kind.name])
             data = read_member(archive, archive.getinfo(name),
                                numel * dtype.itemsize, path)
@@ -287,6 +368,8 @@ def _load_legacy(path, data):
 
     def storage(kind, key, location, numel, view=None):
         del location
+        if not isinstance(key, str):
+            raise Malformed(f"storage key {brief(key)}")
         if key not in roots:
             roots[key] = _Storage(kind, _checked_numel(numel))
         if view is None:
@@ -299,14 +382,15 @@ def _load_legacy(path, data):
 
     result = _Unpickler(stream, storage).load()
     keys = _Unpickler(stream).load()
-    if not isinstance(keys, list) or set(keys) != set(roots):
+    if not isinstance(keys, list) or not all(
+            isinstance(k, str) for k in keys) or set(keys) != set(roots):
         raise Malformed("storage keys do not match the tensors")
     for key in keys:
         root = roots[key]
         dtype = np.dtype(_STORAGES[root.kind.name])
         (numel,) = struct.unpack("<q", _take(stream, 8))
         if numel != root.numel:
-            raise Malformed(f"storage {key!r}: {numel} elements stored, "
+            raise Malformed(f"storage {brief(key)}: {numel} elements stored, "
                             f"{root.numel} expected")
         root.array = np.frombuffer(_take(stream, numel * dtype.itemsize),
                                    dtype)

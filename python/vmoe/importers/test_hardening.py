@@ -80,9 +80,12 @@ def test_zero_sizes():
             "pos_embed": np.zeros((1, 0, 8), np.float32)}))
         _expect_error(lambda: importers.import_timm(path, heads=2),
                       "empty dimension")
+        moe = "Encoder/encoderblock_1/Moe/"
         for key, shape in (("embedding/kernel", (0, 0, 1, 8)),
                            ("Encoder/posembed_input/pos_embedding",
-                            (1, 0, 8)), ("head/kernel", (8, 0))):
+                            (1, 0, 8)), ("head/kernel", (8, 0)),
+                           (moe + "Router/dense/kernel", (8, 0)),
+                           (moe + "Mlp/Dense_0/kernel", (0, 8, 12))):
             path, _ = _flax(tmp, edit=lambda p, k=key, s=shape: p.update(
                 {k: np.zeros(s, np.float32)}))
             _expect_error(lambda: importers.import_flax(path, _CONFIG),

@@ -57,7 +57,8 @@ def load_state_dict(path):
     out = {}
     for key, value in state.items():
         if not isinstance(key, str):
-            raise ImporterError(f"{path}: key {key!r} is not a string")
+            raise ImporterError(f"{path}: key {_torch.brief(key)} is not a "
+                                "string")
         if not isinstance(value, _torch.Tensor):
             raise ImporterError(f"{path}: {key!r} is not a tensor (a "
                                 f"{type(value).__name__})")

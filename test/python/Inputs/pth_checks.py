@@ -153,6 +153,19 @@ def check_reads():
     return count
 
 
+def _shared(pair, depth, empty=None):
+    """Opcodes that replace the value on the stack by a container of
+    2^depth nodes built from `depth` shared levels: tuples (pair =
+    TUPLE2), or with `empty` = EMPTY_LIST, lists [x, x] (APPENDS)."""
+    out = b"q\x000"  # PUT 0, POP
+    for i in range(depth):
+        get = b"h" + bytes([i])
+        out += (get + get + pair if empty is None else
+                empty + b"(" + get + get + b"e") + b"q" + bytes([i + 1]) + \
+            b"0"
+    return out + b"h" + bytes([depth])
+
+
 def hostile_files():
     """(label, path, fragment of the refusal) of every hostile variant."""
     cases = []
@@ -212,6 +225,25 @@ def hostile_files():
                          f"touch {marker}".encode() + b"\x85R.")
     cases.append(("extension code", path, "refused: the pickle names "
                   "posix.system"))
+    # Denial of service: a dict key of 2^60 nodes through shared
+    # references (hashing it never ends), a list of as many as a value
+    # and as a persistent id (their str() never ends), a memo index of
+    # 2^32 - 1 (the C unpickler would allocate a memo that large).
+    for label, pickled, fragment in (
+            ("tuple of 2^60 nodes as a key", b"\x80\x02}N" + _shared(
+                b"\x86", 60) + b"Ns.", "a tuple of more than 1000000 nodes"),
+            ("list of 2^60 nodes as a value", b"\x80\x02}X\x01\x00\x00\x00x]"
+             + _shared(b"", 60, empty=b"]") + b"s.",
+             "'x' is not a tensor (a list)"),
+            ("list of 2^60 nodes as a persistent id", b"\x80\x02]" + _shared(
+                b"", 60, empty=b"]") + b"Q.", "persistent id a list"),
+            ("memo index 2^32 - 1", b"\x80\x02Nr\xff\xff\xff\xff.",
+             "pickle memo index 4294967295")):
+        path = with_data_pkl(save("dos.pth", {"t": torch.ones(2)}),
+                             lambda d, p=pickled: p)
+        os.rename(path, path.replace("dos", label.replace(" ", "_")))
+        cases.append((label, path.replace("dos", label.replace(" ", "_")),
+                      fragment))
     scripted = torch.jit.script(torch.nn.Linear(2, 2))
     path = os.path.join(work, "script.pth")
     torch.jit.save(scripted, path)
