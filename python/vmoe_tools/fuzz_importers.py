@@ -92,12 +92,12 @@ def _read(path):
 def _seed_npz(tmp):
     seeds = []
     for scheme in ("vmoe", "vit_jax", "big_vision"):
-        config = helpers._CONFIG if scheme == "vmoe" else {  # pylint: disable=protected-access
-            k: v for k, v in helpers._CONFIG.items() if k != "encoder"}  # pylint: disable=protected-access
+        config = helpers.CONFIG if scheme == "vmoe" else {
+            k: v for k, v in helpers.CONFIG.items() if k != "encoder"}
         if scheme != "vmoe":
             config = dict(config, encoder={"num_layers": 2, "mlp_dim": 12,
                                            "num_heads": 2})
-        path, _ = helpers._flax(tmp, config, scheme)  # pylint: disable=protected-access
+        path, _ = helpers.flax_checkpoint(tmp, config, scheme)
         seeds.append((_read(path), config))
     return seeds
 
@@ -110,18 +110,16 @@ def _marker_pickle(marker):
 
 
 def _seed_pth(tmp, marker):
-    import argparse as argparse_module  # pylint: disable=import-outside-toplevel
     import torch  # pylint: disable=import-outside-toplevel
     state = {k: torch.from_numpy(v) for k, v in
-             helpers._timm_state(depth=2).items()}  # pylint: disable=protected-access
+             helpers.timm_state(depth=2).items()}
     training = {"epoch": 3, "arch": "vit", "state_dict": state,
                 "optimizer": {"state": {0: {"step": 3, "exp_avg":
                                             torch.zeros(4)}},
                               "param_groups": [{"lr": 0.1, "params": [0],
                                                 "betas": (0.9, 0.99)}]},
-                "args": argparse_module.Namespace(lr=0.1, model="vit",
-                                                  device="cuda:0",
-                                                  input_size=None),
+                "args": argparse.Namespace(lr=0.1, model="vit",
+                                           device="cuda:0", input_size=None),
                 "metric": 0.5, "version": 2}
     seeds = []
     for obj in (state, training):
@@ -138,8 +136,8 @@ def _seed_pth(tmp, marker):
 def _seed_safetensors(tmp):
     seeds = []
     for dtype in ("F32", "F16", "BF16"):
-        seeds.append(_read(helpers._write_timm(  # pylint: disable=protected-access
-            tmp, helpers._timm_state(depth=2), dtype)))  # pylint: disable=protected-access
+        seeds.append(_read(helpers.write_timm(
+            tmp, helpers.timm_state(depth=2), dtype)))
     return seeds
 
 
@@ -375,7 +373,7 @@ class Fuzzer:
         self.unraisable = []
         sys.unraisablehook = lambda hook: self.unraisable.append(
             f"{hook.exc_type.__name__}: {hook.exc_value}")
-        self.npz_seeds = []
+        self.npz_seeds, self.config_npz = [], None
         kinds = KINDS if args.kind == "all" else (args.kind,)
         self.first = {}
         for kind in kinds:
@@ -394,7 +392,7 @@ class Fuzzer:
             path = os.path.join(self.work, "seed.npz")
             with open(path, "wb") as f:
                 f.write(self.npz_seeds[0][0])
-            self.config_npz = path  # pylint: disable=attribute-defined-outside-init
+            self.config_npz = path
             return [json.dumps(self.npz_seeds[0][1]).encode()]
         if kind == "pth":
             return _seed_pth(self.work, self.marker)

@@ -12,7 +12,7 @@ import sys
 
 from . import import_flax, import_timm, upcycle, write_model
 from ..errors import VMoEError
-from .limits import MAX_DIMENSION, integer, number
+from .limits import integer, number
 from .common import describe_failure
 
 _PROG = "vmoe.importers"
@@ -27,11 +27,12 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def _checked(check):
-    """An argparse type from a checks function (its error, one line)."""
+def _option(check, **bounds):
+    """An argparse type: `check` (limits.integer or number) of the text,
+    its error as argparse's one-line reason."""
     def convert(text):
         try:
-            return check(text)
+            return check(text, "value", **bounds)
         except VMoEError as err:
             # argparse prefixes "argument --option:"; keep the reason.
             raise argparse.ArgumentTypeError(str(err).split(": ", 1)[-1]) \
@@ -43,17 +44,12 @@ def _image_size(text):
     parts = text.lower().split("x")
     if len(parts) not in (1, 2):
         raise argparse.ArgumentTypeError(f"{text!r}: expected N or HxW")
-    sizes = [_checked(lambda p: integer(p, "size"))(p) for p in parts]
+    sizes = [_option(integer)(part) for part in parts]
     return tuple(sizes * (3 - len(sizes)))
 
 
 def _floats(text):
-    return [_checked(lambda v: number(v, "value"))(v)
-            for v in text.split(",")]
-
-
-_heads = _checked(lambda t: integer(t, "--heads", 1, MAX_DIMENSION))
-_epsilon = _checked(lambda t: number(t, "--layer-norm-epsilon", above=0.0))
+    return [_option(number)(value) for value in text.split(",")]
 
 
 def _parser():
@@ -74,7 +70,8 @@ def _parser():
                              "(default 0.5)")
     common.add_argument("--std", type=_floats, default=[0.5],
                         help="input normalization std (default 0.5)")
-    common.add_argument("--layer-norm-epsilon", type=_epsilon, default=1e-6,
+    common.add_argument("--layer-norm-epsilon",
+                        type=_option(number, above=0.0), default=1e-6,
                         help="LayerNorm epsilon, finite and > 0 (default "
                              "1e-6)")
     common.add_argument("--upcycle", metavar="SPEC",
@@ -91,8 +88,8 @@ def _parser():
                       choices=("gelu_tanh", "gelu_erf"))
     timm = sub.add_parser("timm", parents=[common],
                           help="timm VisionTransformer state dict "
-                               "(.safetensors, or .pth with torch)")
-    timm.add_argument("--heads", type=_heads, required=True,
+                               "(.safetensors, or .pth read without torch)")
+    timm.add_argument("--heads", type=_option(integer), required=True,
                       help="attention heads (not in the weights)")
     timm.add_argument("--global-pool", choices=("token", "avg", "map"),
                       help="timm's global_pool (default: from the keys)")

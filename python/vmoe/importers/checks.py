@@ -59,7 +59,8 @@ def _group_tokens(m, layer=None):
 def _capacity_of(k, tokens, ratio, experts, rule, multiple):
     """Capacity.h's computeCapacity."""
     raw = k * tokens * ratio / experts
-    rounded = math.ceil(raw) if rule == "ceil" else round(raw)  # nearbyint: ties to even
+    # round() is std::nearbyint's rounding: half to even.
+    rounded = math.ceil(raw) if rule == "ceil" else round(raw)
     if not rounded > 0:
         return 0, raw
     b = int(min(rounded, 1 << 62))

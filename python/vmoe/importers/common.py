@@ -148,14 +148,15 @@ def channel_values(values, channels, what):
     return values
 
 
-def check_weights(desc, tensors):
+def check_weights(desc, tensors, what="model description"):
     """The weights `tensors` match the layout `desc` needs (names and
     shapes; the runtime refuses anything else), `desc` passes
-    check_description. Errors: ImporterError naming the field or tensor."""
+    check_description. Errors: ImporterError naming the field (after
+    `what`) or the tensor."""
     try:
         layout = dict(check_description(desc))
     except ImporterError as err:
-        raise ImporterError(f"model description: {err}") from None
+        raise ImporterError(f"{what}: {err}") from None
     for name, value in tensors.items():
         if name not in layout:
             raise ImporterError(f"weights: tensor {name!r} is not part of "

@@ -29,11 +29,11 @@ from vmoe import importers, safetensors
 from vmoe.importers import __main__ as cli
 from vmoe.importers import test_importers as helpers
 
-_CONFIG = helpers._CONFIG  # pylint: disable=protected-access
-_flax = helpers._flax  # pylint: disable=protected-access
-_timm_state = helpers._timm_state  # pylint: disable=protected-access
-_write_timm = helpers._write_timm  # pylint: disable=protected-access
-_expect_error = helpers._expect_error  # pylint: disable=protected-access
+_CONFIG = helpers.CONFIG
+_flax = helpers.flax_checkpoint
+_timm_state = helpers.timm_state
+_write_timm = helpers.write_timm
+_expect_error = helpers.expect_error
 
 
 def _config(**edits):

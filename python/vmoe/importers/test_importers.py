@@ -103,6 +103,14 @@ def _write_timm(tmp, state, dtype="F32"):
     return path
 
 
+# The helpers other tests and the fuzzer (vmoe_tools.fuzz_importers) use.
+CONFIG = _CONFIG
+flax_checkpoint = _flax
+timm_state = _timm_state
+write_timm = _write_timm
+expect_error = _expect_error
+
+
 def test_flax_layouts_and_description():
     with tempfile.TemporaryDirectory() as tmp:
         path, params = _flax(tmp)

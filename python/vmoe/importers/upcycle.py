@@ -149,12 +149,7 @@ def upcycle(desc, tensors, spec):
     before any expert is allocated."""
     if "moe" in desc:
         raise ImporterError("--upcycle: the model already has MoE layers")
-    try:
-        check_weights(desc, tensors)
-    except ImporterError as err:
-        raise ImporterError(f"--upcycle: the model to upcycle: "
-                            f"{str(err).replace('model description: ', '')}"
-                            ) from None
+    check_weights(desc, tensors, "--upcycle: the model to upcycle")
     moe, blocks, noise, rng, (router, router_std) = _settings(desc, spec)
     upcycled = dict(desc, moe=moe)
     try:

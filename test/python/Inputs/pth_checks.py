@@ -66,7 +66,7 @@ class Sneaky:
 
 def state_dict():
     return {k: torch.from_numpy(v) for k, v in
-            helpers._timm_state(depth=2).items()}  # pylint: disable=protected-access
+            helpers.timm_state(depth=2).items()}
 
 
 def training(**replace):
@@ -140,7 +140,7 @@ def check_reads():
                           f"{protocol}): {got[key]} != {ref}")
             path = save("train.pth.tar", training(), zipped, protocol)
             desc, tensors = import_timm(path, heads=2)
-            direct = import_timm(helpers._write_timm(  # pylint: disable=protected-access
+            direct = import_timm(helpers.write_timm(
                 work, {k: v.numpy() for k, v in state_dict().items()}),
                 heads=2)
             same = desc == dict(direct[0], name="train.pth") and all(
@@ -256,15 +256,14 @@ def hostile_files():
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     cases.append(("tar format", path, "the tar format of torch < 0.4"))
-    good = save("good.pth", state_dict())
-    with open(good, "rb") as f:
+    with open(save("good.pth", state_dict()), "rb") as f:
         data = f.read()
+    with open(save("l.pth", state_dict(), False), "rb") as f:
+        legacy = f.read()
     for label, damaged in (("truncated zip", data[:len(data) // 2]),
                            ("empty file", b""),
                            ("not a checkpoint", b"hello"),
-                           ("truncated legacy", open(save(  # pylint: disable=consider-using-with
-                               "l.pth", state_dict(), False), "rb").read()
-                            [:-10])):
+                           ("truncated legacy", legacy[:-10])):
         path = os.path.join(work, label.replace(" ", "_") + ".pth")
         with open(path, "wb") as f:
             f.write(damaged)
