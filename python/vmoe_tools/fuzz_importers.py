@@ -6,15 +6,17 @@
 Kinds: `npz` (Flax .npz through import_flax), `pth` (torch checkpoints,
 zip and legacy, through import_timm), `safetensors` (import_timm and
 vmoe.safetensors.load), `config` (a Flax model config through
-import_flax), or `all` (round robin). Seeds are small valid checkpoints
+import_flax), `description` (checks.check_description on the repository's
+descriptions), or `all` (round robin). Seeds are small valid checkpoints
 written by the importer tests' helpers (plus, for pth, hostile pickles
 whose code would create a marker file). Each input is a seed mutated by
 byte edits (bit flips, interesting integers, inserted, deleted or
 duplicated runs, truncation, splices) or by edits that keep the container
 valid: a zip member's bytes re-zipped with a good CRC, a .npy header's
-shape, a pickle's globals and integers, a safetensors header or config
+shape, a pickle's globals and integers, a safetensors header or JSON
 value replaced by a hostile one (huge, negative, NaN, nested 100,000 deep,
-of the wrong type).
+of the wrong type); or a seed's arrays edited (a shape, a key, a dtype,
+NaN) and written again as a valid .npz, .pth or .safetensors.
 
 The importers are called unguarded (`__wrapped__`, without the catch-all
 of vmoe.importers), then their result is checked (check_weights) and
@@ -29,6 +31,7 @@ the corpus, a crude coverage signal.
 """
 
 import argparse
+import glob
 import importlib
 import io
 import json
@@ -47,15 +50,15 @@ import zipfile
 import numpy as np
 
 from vmoe import safetensors
-from vmoe.importers import common, flax, timm
+from vmoe.importers import checks, common, flax, timm
 from vmoe.importers import test_importers as helpers
 
 # The module (vmoe.importers.upcycle is the guarded function).
 upcycle = importlib.import_module("vmoe.importers.upcycle")
 
-KINDS = ("npz", "pth", "safetensors", "config")
+KINDS = ("npz", "pth", "safetensors", "config", "description")
 _EXTENSIONS = {"npz": ".npz", "pth": ".pth", "safetensors": ".safetensors",
-               "config": ".json"}
+               "config": ".json", "description": ".json"}
 _INTERESTING = (0, 1, -1, 2, 7, 255, 256, 65535, 2**31 - 1, 2**31, 2**32,
                 2**40, 2**62, 2**63 - 1, -2**63, 2**24, 2**24 + 1)
 # Inputs kept per kind (seeds and inputs with a new outcome).
@@ -138,6 +141,20 @@ def _seed_safetensors(tmp):
     for dtype in ("F32", "F16", "BF16"):
         seeds.append(_read(helpers.write_timm(
             tmp, helpers.timm_state(depth=2), dtype)))
+    return seeds
+
+
+def _seed_descriptions(tmp):
+    """The repository's descriptions (every family) and imported ones."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    seeds = []
+    for path in sorted(glob.glob(os.path.join(root, "examples/*/*.json")) +
+                       glob.glob(os.path.join(root,
+                                              "test/Tools/Inputs/*.json"))):
+        seeds.append(_read(path))
+    path, _ = helpers.flax_checkpoint(tmp)
+    desc, _ = flax.import_flax(path, helpers.CONFIG)
+    seeds.append(json.dumps(desc).encode())
     return seeds
 
 
@@ -306,8 +323,94 @@ def _mutate_safetensors(rng, data, others):
     return data[:8] + text + data[8 + size:]
 
 
-def mutate(rng, kind, data, others):
-    """One mutated input of `kind` from `data` (bytes; config: JSON)."""
+_EXTRA_KEYS = ("reg_token", "norm_pre.weight", "fc_norm.weight", "fc_norm.bias",
+               "attn_pool.latent", "pre_logits.fc.weight",
+               "blocks.0.ls1.gamma", "blocks.0.attn.q_norm.weight",
+               "blocks.9.norm1.weight", "cls", "MapHead/probe",
+               "Encoder/encoderblock_1/Moe/Router/dense/kernel",
+               "Transformer/encoderblock/LayerNorm_0/scale", "params/head/bias")
+
+
+def _mutate_arrays(rng, arrays):
+    """{name: array} with 1 to 3 edits a checkpoint could carry: a shape
+    changed (zero, one, off by one, doubled), a dimension added or
+    dropped, a key deleted, renamed or added, another dtype, NaN or
+    infinity, a transpose."""
+    arrays = dict(arrays)
+    for _ in range(rng.randrange(1, 4)):
+        if not arrays:
+            break
+        key = rng.choice(sorted(arrays))
+        value = arrays[key]
+        op = rng.randrange(8)
+        if op == 0 and value.ndim:
+            shape = list(value.shape)
+            axis = rng.randrange(len(shape))
+            shape[axis] = rng.choice((0, 1, 2, 3, shape[axis] + 1,
+                                      max(shape[axis] - 1, 0),
+                                      2 * shape[axis]))
+            arrays[key] = np.ones(shape, np.float32)
+        elif op == 1:
+            arrays[key] = value[None] if rng.random() < 0.5 or \
+                not value.ndim else value.reshape(-1)
+        elif op == 2:
+            del arrays[key]
+        elif op == 3:
+            new = re.sub(r"\d+", lambda m: str(rng.choice((0, 1, 2, 7))),
+                         key, count=1) if rng.random() < 0.5 else \
+                rng.choice(_EXTRA_KEYS)
+            arrays[new] = arrays.pop(key)
+        elif op == 4:
+            arrays[rng.choice(_EXTRA_KEYS)] = value
+        elif op == 5:
+            arrays[key] = value.astype(rng.choice(
+                (np.float16, np.float64, np.int64, np.bool_, np.int8)))
+        elif op == 6:
+            arrays[key] = np.full(value.shape, rng.choice(
+                (np.nan, np.inf, -np.inf, 3e38)), np.float32)
+        else:
+            arrays[key] = value.T.copy()
+    return arrays
+
+
+_ST_DTYPES = {"float32": "F32", "float16": "F16", "float64": "F64",
+              "int64": "I64", "bool": "BOOL", "int8": "I8"}
+
+
+def _serialize(rng, kind, arrays):
+    """`arrays` written as a valid container of `kind`."""
+    out = io.BytesIO()
+    if kind == "npz":
+        np.savez(out, **arrays)
+        return out.getvalue()
+    if kind == "pth":
+        import torch  # pylint: disable=import-outside-toplevel
+        state = {k: torch.from_numpy(np.ascontiguousarray(v))
+                 for k, v in arrays.items()}
+        if rng.random() < 0.3:
+            state = {"state_dict": state, "epoch": 1,
+                     "args": argparse.Namespace(lr=0.1)}
+        torch.save(state, out,
+                   _use_new_zipfile_serialization=rng.random() < 0.7)
+        return out.getvalue()
+    header, blobs, offset = {}, [], 0
+    for name, value in arrays.items():
+        data = np.ascontiguousarray(value).tobytes()
+        header[name] = {"dtype": _ST_DTYPES[value.dtype.name],
+                        "shape": list(value.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + b"".join(blobs)
+
+
+def mutate(rng, kind, data, others, arrays=None):
+    """One mutated input of `kind` from `data` (bytes; config: JSON), or
+    from one of the seeds' `arrays` ({name: array} dicts) re-written as a
+    valid container with edited arrays."""
+    if arrays and rng.random() < 0.4:
+        return _serialize(rng, kind, _mutate_arrays(rng, rng.choice(arrays)))
     if kind in ("npz", "pth"):
         return _mutate_zip(rng, data, kind, others) if data[:2] == b"PK" \
             else (_mutate_pickle(rng, data) if rng.random() < 0.5 else
@@ -334,8 +437,27 @@ def _use_result(desc, tensors, work):
     common.write_model(os.path.join(work, "out"), desc, tensors)
 
 
+def _check_description(path):
+    """check_description on a mutated description (NaN and infinity
+    parsed, as a dict from Python could hold them); what it accepts must
+    be writable as JSON."""
+    try:
+        with open(path, "rb") as f:
+            desc = json.loads(f.read())
+    except (ValueError, RecursionError):
+        raise common.ImporterError("unparsable") from None
+    checks.check_description(desc)
+    try:
+        json.dumps(desc, allow_nan=False)
+    except ValueError as err:
+        raise Finding(f"check_description accepted {err}") from None
+
+
 def run_one(kind, path, work, seed_config):
     """Imports `path` as `kind`; raises what the importers raise."""
+    if kind == "description":
+        _check_description(path)
+        return
     import_flax = flax.import_flax
     import_timm = timm.import_timm
     if kind == "npz":
@@ -375,10 +497,12 @@ class Fuzzer:
             f"{hook.exc_type.__name__}: {hook.exc_value}")
         self.npz_seeds, self.config_npz = [], None
         kinds = KINDS if args.kind == "all" else (args.kind,)
-        self.first = {}
+        self.first, self.arrays = {}, {}
         for kind in kinds:
             self.corpus[kind] = self._seeds(kind)
             self.first[kind] = len(self.corpus[kind])
+            if kind in ("npz", "pth", "safetensors"):
+                self.arrays[kind] = self._arrays(kind)
             self.stats[kind] = {"executions": 0, "accepted": 0,
                                 "refused": 0, "findings": 0}
 
@@ -396,7 +520,24 @@ class Fuzzer:
             return [json.dumps(self.npz_seeds[0][1]).encode()]
         if kind == "pth":
             return _seed_pth(self.work, self.marker)
+        if kind == "description":
+            return _seed_descriptions(self.work)
         return _seed_safetensors(self.work)
+
+    def _arrays(self, kind):
+        """{name: array} of each valid seed of `kind` (read as the
+        importers read them)."""
+        out = []
+        for number, data in enumerate(self.corpus[kind]):
+            path = os.path.join(self.work, f"seed{number}{_EXTENSIONS[kind]}")
+            with open(path, "wb") as f:
+                f.write(data)
+            try:
+                out.append(flax.load_npz(path) if kind == "npz" else
+                           timm.load_state_dict(path))
+            except common.ImporterError:
+                pass  # the hostile seed
+        return out
 
     def _seed_config(self, kind, index):
         if kind == "npz":
@@ -447,7 +588,8 @@ class Fuzzer:
     def step(self, kind):
         seeds = self.corpus[kind]
         index = self.rng.randrange(len(seeds))
-        data = mutate(self.rng, kind, seeds[index], seeds)
+        data = mutate(self.rng, kind, seeds[index], seeds,
+                      self.arrays.get(kind))
         try:
             outcome = self.execute(kind, data, index)
         except Hang:
