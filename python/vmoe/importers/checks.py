@@ -304,23 +304,19 @@ def _check_default_build(m):
         _check_elements("moe.shared_experts", "the shared expert buffers",
                         (moe["shared_experts"], n, t, width))
     fixed = _group_tokens(m) if moe["dropless"] else moe["capacity"]
-    for block in _moe_blocks(m):
+
+    def capacity(layer, ratio):
+        """(B, k*S*C/E, k) of a token or expert choice layer."""
+        k = layer["k"] if layer["routing"] in ("vanilla", "bpr") else 1
+        return _capacity_of(k, _group_tokens(m), ratio, moe["num_experts"],
+                            layer["capacity_rule"], layer["multiple_of"]) \
+            + (k,)
+
+    for block in _moe_blocks(m):  # checkBuildSizes
         layer = _layer(moe, block)[0]
         soft = layer["routing"] == "soft"
-        k = layer["k"] if layer["routing"] in ("vanilla", "bpr") else 1
-        slots = 0
-        for ratio in ratios:
-            if soft:
-                slots = _slots_per_expert(m, layer)
-                break
-            slots, raw = (fixed, 0) if fixed else _capacity_of(
-                k, _group_tokens(m), ratio, moe["num_experts"],
-                layer["capacity_rule"], layer["multiple_of"])
-            if slots < 1:
-                raise ImporterError(
-                    f"moe.capacity_ratio: capacity rounds to 0 (k*S*C/E = "
-                    f"{k}*{_group_tokens(m)}*{shortest(ratio)}/"
-                    f"{moe['num_experts']} = {shortest(raw)})")
+        slots = _slots_per_expert(m, layer) if soft else \
+            fixed or capacity(layer, ratios[1])[0]
         if slots > MAX_DIMENSION:
             raise ImporterError(
                 f"{'moe.slots_per_expert' if soft else 'max-capacity-ratio'}"
@@ -330,6 +326,15 @@ def _check_default_build(m):
         _check_elements("max-capacity-ratio",
                         f"the expert buffers of block {block}",
                         (moe["num_experts"], groups, slots, width))
+    for block in [] if fixed else _moe_blocks(m):  # validateBuildOptions
+        layer = _layer(moe, block)[0]
+        for ratio in ratios if layer["routing"] != "soft" else ():
+            slots, raw, k = capacity(layer, ratio)
+            if slots < 1:
+                raise ImporterError(
+                    f"moe.capacity_ratio: capacity rounds to 0 (k*S*C/E = "
+                    f"{k}*{_group_tokens(m)}*{shortest(ratio)}/"
+                    f"{moe['num_experts']} = {shortest(raw)})")
 
 
 def check_description(desc):
