@@ -350,7 +350,7 @@ def check_description(desc):
     if m["d"] % m["heads"]:
         raise ImporterError(f"heads: width {m['d']} is not divisible by "
                                f"{m['heads']} heads")
-    if "class_names" in m and len(m["class_names"]) != m["classes"]:
+    if m.get("class_names") and len(m["class_names"]) != m["classes"]:
         raise ImporterError(
             f"class_names: must have {m['classes']} entries (classes), got "
             f"{len(m['class_names'])}")
