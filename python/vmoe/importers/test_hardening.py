@@ -266,6 +266,8 @@ def test_write_model_checks():
                  "depth: must be <= 1024 (the limit)"),
                 (lambda d, t: d["input"].update(std=[0.5, 0, 0.5]),
                  "input.std: must not contain 0"),
+                (lambda d, t: d.update(class_names=["cat"]),
+                 "class_names: must have 3 entries (classes), got 1"),
                 (lambda d, t: t.pop("head.bias"),
                  "weights: missing tensor 'head.bias'"),
                 (lambda d, t: t.update(extra=np.zeros(2)),
@@ -280,6 +282,7 @@ def test_write_model_checks():
                           fragment)
             assert not os.path.exists(prefix + ".json"), fragment
             assert not os.path.exists(prefix + ".safetensors"), fragment
+        importers.write_model(prefix, dict(desc, class_names=[]), tensors)
         importers.write_model(prefix, desc, tensors)
         with open(prefix + ".json", encoding="utf-8") as f:
             assert json.load(f) == desc
