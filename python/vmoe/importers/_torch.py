@@ -327,6 +327,10 @@ def _load_zip(path, archive):
     if prefix + "constants.pkl" in names:
         raise ImporterError(f"{path}: a TorchScript archive (torch.jit.save)"
                             ", not a state dict")
+    if any(info.compress_type != zipfile.ZIP_STORED
+           for info in archive.infolist()):
+        # A deflated member may expand 1000-fold: never asked for.
+        raise Malformed("compressed members (torch.save writes none)")
     if prefix + "byteorder" in names and \
             archive.read(prefix + "byteorder") != b"little":
         raise ImporterError(f"{path}: big-endian storages are not supported")

@@ -26,6 +26,7 @@ import pickle
 import subprocess
 import sys
 import tarfile
+import zipfile
 
 import numpy as np
 import torch
@@ -260,7 +261,13 @@ def hostile_files():
         data = f.read()
     with open(save("l.pth", state_dict(), False), "rb") as f:
         legacy = f.read()
-    for label, damaged in (("truncated zip", data[:len(data) // 2]),
+    deflated = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(
+            deflated, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info))
+    for label, damaged in (("deflated zip", deflated.getvalue()),
+                           ("truncated zip", data[:len(data) // 2]),
                            ("empty file", b""),
                            ("not a checkpoint", b"hello"),
                            ("truncated legacy", legacy[:-10])):
