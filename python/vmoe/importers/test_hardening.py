@@ -125,6 +125,17 @@ def test_npz_damage():
                    if n == "head/bias.npy" else d)
             _expect_error(lambda: importers.import_flax(path, _CONFIG),
                           "'head/bias'", fragment)
+        # Damaged header dicts: numpy raises ValueError, or TokenError
+        # for an unterminated string.
+        for old, new, fragment in (
+                (b"'descr': '<f4'", b"'descr': '<f4 ", "ValueError"),
+                (b"{'descr'", b"{" + b"'" * 3 + b"descr'", "TokenError"),
+                (b"'<f4'", b"'|O8'", "object arrays")):
+            write(good)
+            rezip(path, lambda n, d, o=old, w=new: d.replace(o, w)
+                  if n == "head/bias.npy" else d)
+            _expect_error(lambda: importers.import_flax(path, _CONFIG),
+                          "'head/bias'", fragment)
         # A .npy renamed .npz; a pickled member; a member not .npy.
         np.save(os.path.join(tmp, "one.npy"), np.zeros(3, np.float32))
         os.replace(os.path.join(tmp, "one.npy"), path)

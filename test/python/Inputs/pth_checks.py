@@ -239,7 +239,11 @@ def hostile_files():
             ("list of 2^60 nodes as a persistent id", b"\x80\x02]" + _shared(
                 b"", 60, empty=b"]") + b"Q.", "persistent id a list"),
             ("memo index 2^32 - 1", b"\x80\x02Nr\xff\xff\xff\xff.",
-             "pickle memo index 4294967295")):
+             "pickle memo index 4294967295"),
+            # Protocol 5's buffers (a damaged stream of them made CPython
+            # print a SystemError).
+            ("bytearray", b"\x80\x05\x96\x03" + bytes(7) + b"abc\x98.",
+             "pickle opcode BYTEARRAY8")):
         path = with_data_pkl(save("dos.pth", {"t": torch.ones(2)}),
                              lambda d, p=pickled: p)
         os.rename(path, path.replace("dos", label.replace(" ", "_")))
