@@ -7,7 +7,8 @@ Kinds: `npz` (Flax .npz through import_flax), `pth` (torch checkpoints,
 zip and legacy, through import_timm), `safetensors` (import_timm and
 vmoe.safetensors.load), `config` (a Flax model config through
 import_flax), `description` (checks.check_description on the repository's
-descriptions), or `all` (round robin). Seeds are small valid checkpoints
+descriptions; with --vmoe-compile, each verdict compared with the
+compiler's), or `all` (round robin). Seeds are small valid checkpoints
 written by the importer tests' helpers (plus, for pth, hostile pickles
 whose code would create a marker file). Each input is a seed mutated by
 byte edits (bit flips, interesting integers, inserted, deleted or
@@ -41,6 +42,7 @@ import re
 import resource
 import signal
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -49,7 +51,8 @@ import zipfile
 
 import numpy as np
 
-from vmoe import safetensors
+from vmoe import _json, safetensors
+from vmoe.errors import FormatError
 from vmoe.importers import checks, common, flax, timm
 from vmoe.importers import test_importers as helpers
 
@@ -437,26 +440,59 @@ def _use_result(desc, tensors, work):
     common.write_model(os.path.join(work, "out"), desc, tensors)
 
 
-def _check_description(path):
+def _compiler_verdict(compiler, path):
+    """None, or the one line vmoe-compile refuses `path` with (its
+    "error: PATH: " prefix removed)."""
+    process = subprocess.run([compiler, path, "--emit=mlir", "-o",
+                              os.devnull], capture_output=True, text=True,
+                             errors="replace", check=False)
+    if process.returncode == 0:
+        return None
+    lines = process.stderr.strip().splitlines() or ["(no message)"]
+    return lines[-1].split(f"{path}: ", 1)[-1]
+
+
+def _check_description(path, compiler):
     """check_description on a mutated description (NaN and infinity
     parsed, as a dict from Python could hold them); what it accepts must
-    be writable as JSON."""
+    be writable as JSON. With `compiler` (vmoe-compile), a description
+    that parses as vmoe-compile parses JSON must get its verdict and
+    message (but for which of several unknown fields is named)."""
+    with open(path, "rb") as f:
+        data = f.read()
     try:
-        with open(path, "rb") as f:
-            desc = json.loads(f.read())
+        desc = json.loads(data)
     except (ValueError, RecursionError):
         raise common.ImporterError("unparsable") from None
-    checks.check_description(desc)
     try:
-        json.dumps(desc, allow_nan=False)
-    except ValueError as err:
-        raise Finding(f"check_description accepted {err}") from None
+        checks.check_description(desc)
+        mine = None
+    except common.ImporterError as err:
+        mine = str(err)
+    if mine is None:
+        try:
+            json.dumps(desc, allow_nan=False)
+        except ValueError as err:
+            raise Finding(f"check_description accepted {err}") from None
+    try:
+        _json.parse(data, "description")
+    except FormatError:
+        compiler = None  # not JSON to vmoe-compile: nothing to compare
+    if compiler:
+        theirs = _compiler_verdict(compiler, path)
+        if mine != theirs and not (
+                mine and theirs and mine.endswith(": unknown field")
+                and theirs.endswith(": unknown field")):
+            raise Finding(f"check_description: {mine!r}, vmoe-compile: "
+                          f"{theirs!r}")
+    if mine is not None:
+        raise common.ImporterError(mine)
 
 
-def run_one(kind, path, work, seed_config):
+def run_one(kind, path, work, seed_config, compiler=None):
     """Imports `path` as `kind`; raises what the importers raise."""
     if kind == "description":
-        _check_description(path)
+        _check_description(path, compiler)
         return
     import_flax = flax.import_flax
     import_timm = timm.import_timm
@@ -568,7 +604,8 @@ class Fuzzer:
         self.unraisable.clear()
         signal.alarm(self.args.timeout)
         try:
-            run_one(kind, path, self.work, self._seed_config(kind, index))
+            run_one(kind, path, self.work, self._seed_config(kind, index),
+                    self.args.vmoe_compile)
             outcome = "accepted"
         except common.ImporterError as err:
             text = str(err)
@@ -655,6 +692,9 @@ def main(argv=None):
                         help="address space the inputs may add (MB)")
     parser.add_argument("--out", default="fuzz-importers",
                         help="findings go to OUT/findings")
+    parser.add_argument("--vmoe-compile", metavar="PATH",
+                        help="kind description: compare each verdict with "
+                             "vmoe-compile --emit=mlir (slow)")
     args = parser.parse_args(argv)
     fuzzer = Fuzzer(args)
     signal.signal(signal.SIGALRM, _on_alarm)
