@@ -11,10 +11,9 @@ descriptions; with --vmoe-compile, each verdict compared with the
 compiler's), or `all` (round robin). Seeds are small valid checkpoints
 written by the importer tests' helpers (plus, for pth, hostile pickles
 whose code would create a marker file). Each input (fuzz_mutations.py) is
-a seed mutated by
-byte edits (bit flips, interesting integers, inserted, deleted or
-duplicated runs, truncation, splices) or by edits that keep the container
-valid: a zip member's bytes re-zipped with a good CRC, a .npy header's
+a seed mutated by byte edits (bit flips, interesting integers, inserted,
+deleted or duplicated runs, truncation, splices) or by edits that keep the
+container valid: a zip member's bytes re-zipped with a good CRC, a .npy header's
 shape, a pickle's globals and integers, a safetensors header or JSON
 value replaced by a hostile one (huge, negative, NaN, nested 100,000 deep,
 of the wrong type); or a seed's arrays edited (a shape, a key, a dtype,
