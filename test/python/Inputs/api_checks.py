@@ -205,3 +205,8 @@ with open(deep, "wb") as f:
     f.write((100000).to_bytes(8, "little") + b"[" * 100000)
 print(f"safetensors header nested deeply: "
       f"{error(lambda: vmoe.safetensors.load(deep))}")
+try:
+    vmoe.safetensors.load(deep)
+except vmoe.VMoEError as err:
+    print(f"FormatError is a VMoEError and a ValueError: "
+          f"{isinstance(err, vmoe.FormatError) and isinstance(err, ValueError)}")
