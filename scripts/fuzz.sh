@@ -4,7 +4,9 @@
 #   scripts/fuzz.sh smoke SECONDS   every target from its seeds (CI)
 # TARGET: safetensors, png, jpeg, manifest (the runtime's readers,
 # LLVMSupport, libpng and libjpeg only), description, mlir, passes (link the
-# vmoe libraries of build/: run scripts/build.sh first). Objects go to
+# vmoe libraries of build/: run scripts/build.sh first); importers (the
+# Python checkpoint importers: python/vmoe_tools/fuzz_importers.py, plain
+# Python, no build; flags are its own, e.g. --kind pth). Objects go to
 # build-fuzz/, the corpus grows in build-fuzz/corpus/TARGET (seeded from
 # examples/ and the tests), crashes land in build-fuzz/crashes/. Compiled
 # with clang-22 -fsanitize=fuzzer,address,undefined.
@@ -16,17 +18,44 @@ shift 2
 targets=(safetensors png jpeg manifest description mlir passes)
 if [ "$target" = smoke ]; then
   # Seeds only (a fresh corpus folder), a generous per-input timeout for a
-  # loaded CI machine; any crash, leak or timeout fails.
+  # loaded CI machine; any crash, leak, timeout or Python finding fails.
+  # The targets (the libFuzzer ones and the Python importers) run
+  # VMOE_FUZZ_JOBS at a time (default: the number of cores).
   smoke="$root/build-fuzz/smoke"
   mkdir -p "$smoke"
-  for t in "${targets[@]}"; do
-    log="$smoke/$t.log"
-    VMOE_FUZZ_OUT="$smoke" "$0" "$t" "$seconds" -timeout=60 >"$log" 2>&1 ||
-      { tail -n 30 "$log" >&2; echo "fuzz smoke: $t failed ($log)" >&2; exit 1; }
-    echo "fuzz smoke: $t, $seconds s, $(grep -ho "number_of_executed_units: [0-9]*" "$log" |
-      grep -o "[0-9]*") executions, no crash"
+  jobs="${VMOE_FUZZ_JOBS:-$(nproc)}"
+  running=0
+  for t in "${targets[@]}" importers; do
+    if [ "$t" = importers ]; then flags=(--timeout 60); else flags=(-timeout=60); fi
+    (VMOE_FUZZ_OUT="$smoke" "$0" "$t" "$seconds" "${flags[@]}" \
+       >"$smoke/$t.log" 2>&1; echo $? >"$smoke/$t.status") &
+    running=$(( running + 1 ))
+    if [ "$running" -ge "$jobs" ]; then wait -n; running=$(( running - 1 )); fi
   done
-  exit 0
+  wait
+  failed=0
+  for t in "${targets[@]}" importers; do
+    log="$smoke/$t.log"
+    if [ "$(cat "$smoke/$t.status")" != 0 ]; then
+      tail -n 30 "$log" >&2
+      echo "fuzz smoke: $t failed ($log)" >&2
+      failed=1
+    elif [ "$t" = importers ]; then
+      echo "fuzz smoke: importers, $seconds s, $(grep -o "[0-9]* executions in" "$log" |
+        grep -o "[0-9]*") executions, no finding"
+    else
+      echo "fuzz smoke: $t, $seconds s, $(grep -ho "number_of_executed_units: [0-9]*" "$log" |
+        grep -o "[0-9]*") executions, no crash"
+    fi
+  done
+  exit "$failed"
+fi
+if [ "$target" = importers ]; then
+  # Python: any traceback, hang or code run by a pickle is a finding
+  # (docs/Fuzzing.md); findings land in build-fuzz/importers/findings.
+  cd "$root/python"
+  exec /usr/bin/python3 -m vmoe_tools.fuzz_importers --seconds "$seconds" \
+    --out "${VMOE_FUZZ_OUT:-$root/build-fuzz}/importers" "$@"
 fi
 out="${VMOE_FUZZ_OUT:-$root/build-fuzz}"
 llvm=/usr/lib/llvm-22

@@ -16,12 +16,13 @@ Flax and timm checkpoints into a description and weights.
 
 from . import safetensors
 from .compiler import cache_dir, compile, compile_library, find_compiler
-from .errors import CompileError, VMoEError
+from .errors import CompileError, FormatError, VMoEError
 from .model import Model, RoutingStats, load
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "CompileError", "Model", "RoutingStats", "VMoEError", "cache_dir",
-    "compile", "compile_library", "find_compiler", "load", "safetensors",
+    "CompileError", "FormatError", "Model", "RoutingStats", "VMoEError",
+    "cache_dir", "compile", "compile_library", "find_compiler", "load",
+    "safetensors",
 ]

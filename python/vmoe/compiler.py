@@ -65,7 +65,11 @@ def cache_dir():
 def _read_description(description):
     """(JSON text, path or None, label for messages) of `description`."""
     if isinstance(description, dict):
-        return json.dumps(description), None, "<description>"
+        try:
+            text = json.dumps(description, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as err:
+            raise VMoEError(f"<description>: not JSON: {err}") from None
+        return text, None, "<description>"
     if isinstance(description, os.PathLike):
         path = os.fspath(description)
     elif isinstance(description, str):
@@ -79,13 +83,19 @@ def _read_description(description):
         with open(path, encoding="utf-8") as f:
             return f.read(), os.path.abspath(path), path
     except OSError as err:
-        raise VMoEError(f"{path}: {err.strerror}") from None
+        raise VMoEError(f"{path}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise VMoEError(f"{path}: not UTF-8 (byte {err.start})") from None
 
 
 def _flag(name, value):
     """The vmoe-compile flag of keyword `name` (group_size -> --group-size)."""
     if name == "opt_level":
-        return f"-O{int(value)}"
+        try:
+            return f"-O{int(value)}"
+        except (TypeError, ValueError):
+            raise VMoEError(f"opt_level must be an integer, got "
+                            f"{value!r}") from None
     flag = "--" + name.replace("_", "-")
     if isinstance(value, bool):
         return flag if value else f"{flag}=false"
@@ -115,7 +125,7 @@ def _file_identity(path):
 def _cache_key(text, flags, compiler):
     try:
         canonical = json.dumps(json.loads(text), sort_keys=True)
-    except ValueError:
+    except (ValueError, RecursionError):
         canonical = text  # vmoe-compile reports the error
     runtime = Path(os.path.realpath(compiler)).parent.parent / "lib"
     identity = {
@@ -147,8 +157,12 @@ def _one_line(stderr, returncode, replacements):
 def _run_compiler(compiler, description_path, library, flags, replacements):
     command = [compiler, description_path, "--emit=lib", "-o", library,
                *flags]
-    process = subprocess.run(command, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, check=False)
+    try:
+        process = subprocess.run(command, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True,
+                                 errors="replace", check=False)
+    except OSError as err:
+        raise VMoEError(f"{compiler}: {err.strerror or err}") from None
     if process.returncode != 0:
         raise CompileError(_one_line(process.stderr, process.returncode,
                                      replacements), command, process.stderr)
@@ -162,6 +176,16 @@ def compile_library(description, *, target="cpu", precision=None,
     Arguments as for `compile`; with `cache=False` the library is left in
     a new temporary directory that the caller owns.
     """
+    try:
+        return _compile_library(description, target, precision, compiler,
+                                cache, options)
+    except OSError as err:  # the cache or temporary directory
+        raise VMoEError(f"{err.filename or 'vmoe cache'}: "
+                        f"{err.strerror or err}") from None
+
+
+def _compile_library(description, target, precision, compiler, cache,
+                     options):
     compiler = find_compiler(compiler)
     text, path, label = _read_description(description)
     flags = _flags(target, precision, options)

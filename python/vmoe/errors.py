@@ -1,6 +1,7 @@
-"""Exceptions of the vmoe package."""
+"""Exceptions of the vmoe package: every failure of a public entry point
+is one of these, with a one-line message naming the file or field."""
 
-__all__ = ["CompileError", "VMoEError"]
+__all__ = ["CompileError", "FormatError", "ImporterError", "VMoEError"]
 
 
 class VMoEError(Exception):
@@ -19,3 +20,12 @@ class CompileError(VMoEError):
         super().__init__(message)
         self.command = command
         self.stderr = stderr
+
+
+class FormatError(VMoEError, ValueError):
+    """A malformed file (safetensors, JSON): a ValueError too."""
+
+
+class ImporterError(VMoEError, ValueError):
+    """A checkpoint or option the importers cannot convert (one line); a
+    ValueError too."""

@@ -9,6 +9,7 @@ failure of the C API becomes a `VMoEError` with its one-line message.
 
 import ctypes
 import json
+import operator
 import os
 import re
 import tempfile
@@ -22,6 +23,33 @@ from ._capi import Library
 from .errors import VMoEError
 
 __all__ = ["Model", "RoutingStats", "load"]
+
+# The runtime's limit on OpenMP threads (docs/Limits.md).
+MAX_THREADS = 1024
+
+
+def _ratio(value, what="capacity ratio"):
+    """A capacity ratio as a float (the C API checks its range)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise VMoEError(f"{what} must be a number, got {value!r}") from None
+
+
+def _path_bytes(path, what):
+    try:
+        return os.fsencode(path)
+    except TypeError:
+        raise VMoEError(f"{what} must be a path, got "
+                        f"{type(path).__name__}") from None
+
+
+def _float32(array, what):
+    try:
+        return np.ascontiguousarray(array, dtype=np.float32)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise VMoEError(f"{what}: not an array of numbers "
+                        f"({str(err).splitlines()[0]})") from None
 
 
 @dataclass(frozen=True)
@@ -88,7 +116,11 @@ class Model:
         manifest = self._lib.vmoe_model_manifest()
         if not manifest:
             raise VMoEError(f"{self.library_path}: the model has no manifest")
-        self._manifest = json.loads(manifest.decode("utf-8"))
+        try:
+            self._manifest = json.loads(manifest.decode("utf-8"))
+        except ValueError as err:  # JSONDecodeError, UnicodeDecodeError
+            raise VMoEError(f"{self.library_path}: malformed manifest: "
+                            f"{err}") from None
         self._capacity_ratio = None
         if weights is not None:
             self.load_weights(weights)
@@ -115,12 +147,12 @@ class Model:
                     raise VMoEError(str(err).replace(path, "<weights>")) \
                         from None
         else:
-            self._load(os.fspath(weights))
+            self._load(weights)
 
     def _load(self, path):
         error = Library.error_buffer()
-        handle = self._lib.vmoe_model_load(os.fsencode(path), error,
-                                           len(error))
+        handle = self._lib.vmoe_model_load(_path_bytes(path, "weights"),
+                                           error, len(error))
         if not handle:
             raise VMoEError(Library.message(error))
         with self._lock:
@@ -230,7 +262,7 @@ class Model:
     @capacity_ratio.setter
     def capacity_ratio(self, ratio):
         self.check_capacity_ratio(ratio)
-        self._capacity_ratio = float(ratio)
+        self._capacity_ratio = _ratio(ratio)
 
     def check_capacity_ratio(self, ratio):
         """Raises VMoEError unless `ratio` is usable (finite, > 0, at most
@@ -239,7 +271,7 @@ class Model:
         with self._lock:
             handle = self._require_weights()
             status = self._lib.vmoe_model_check_capacity_ratio(
-                handle, float(ratio), error, len(error))
+                handle, _ratio(ratio), error, len(error))
         if status != 0:
             raise VMoEError(Library.message(error))
 
@@ -277,8 +309,18 @@ class Model:
 
     @threads.setter
     def threads(self, count):
-        if self._lib.vmoe_model_set_threads(int(count)) != 0:
-            raise VMoEError(f"threads must be in [1, 1024], got {count}")
+        # Checked here: a Python int above 2^31 would wrap in the C int.
+        try:
+            value = operator.index(count)
+        except TypeError:
+            value = None
+        if value is None or isinstance(count, bool) or \
+                not 1 <= value <= MAX_THREADS:
+            raise VMoEError(f"threads must be in [1, {MAX_THREADS}], got "
+                            f"{count!r}")
+        if self._lib.vmoe_model_set_threads(value) != 0:
+            raise VMoEError(f"threads must be in [1, {MAX_THREADS}], got "
+                            f"{count!r}")
 
     # -- images --------------------------------------------------------------
 
@@ -288,7 +330,7 @@ class Model:
         resizes and crops: x = p / 255, with value_range(a, b) in the
         model's preprocessing x = a + x * (b - a), then (x - mean[c]) /
         std[c]."""
-        pixels = np.asarray(pixels)
+        pixels = _float32(pixels, "pixels")
         channels = self.input_shape[0]
         if pixels.shape[-3:] != self.input_shape:
             raise VMoEError(f"pixels of shape {pixels.shape}, expected "
@@ -312,7 +354,8 @@ class Model:
         error = Library.error_buffer()
         with self._lock:
             handle = self._require_weights()
-            status = self._lib.vmoe_load_image(handle, os.fsencode(path),
+            status = self._lib.vmoe_load_image(handle,
+                                               _path_bytes(path, "image path"),
                                              _float_pointer(image), error,
                                              len(error))
         if status != 0:
@@ -336,15 +379,14 @@ class Model:
         RoutingStats) with `stats=True`. N may be any count: the runtime
         runs ceil(N / batch_images) batches, the last one padded.
         """
-        images = np.asarray(images)
+        images = _float32(images, "images")
         if images.ndim != 4 or images.shape[1:] != self.input_shape:
             raise VMoEError(
                 f"images of shape {images.shape}, expected [N, "
                 f"{', '.join(map(str, self.input_shape))}]")
-        images = np.ascontiguousarray(images, dtype=np.float32)
         count = images.shape[0]
         ratio = self.capacity_ratio if capacity_ratio is None \
-            else float(capacity_ratio)
+            else _ratio(capacity_ratio)
         logits = np.empty((count, self.num_classes), dtype=np.float32)
         error = Library.error_buffer()
         with self._lock:

@@ -4,17 +4,26 @@
 rounded to nearest even: half the size; the runtime widens BF16 tensors
 back to f32 exactly) with an optional `__metadata__`; `load`
 reads a file back as float32 and rejects a malformed one with a one-line
-ValueError. By default only F32 is accepted; checkpoints of other frameworks
+FormatError (a VMoEError and a ValueError), checking every size before it
+allocates. By default only F32 is accepted; checkpoints of other frameworks
 (F64, F16, BF16) are read with `load(path, dtypes=DTYPES)`.
 """
 
 import json
 import math
+import os
 import struct
 
 import numpy as np
 
-__all__ = ["DTYPES", "load", "save"]
+from . import _json
+from ._files import open_regular
+from .errors import FormatError
+
+__all__ = ["DTYPES", "MAX_HEADER_BYTES", "load", "save"]
+
+# The runtime's limit on a header (docs/Limits.md).
+MAX_HEADER_BYTES = 100_000_000
 
 # Safetensors dtypes `load` can convert to float32, and their numpy layout
 # (BF16 as the upper half of a float32).
@@ -31,23 +40,42 @@ def to_bf16_bits(array):
     return np.where(np.isnan(array), quiet, rounded).astype("<u2")
 
 
+def _tensor_bytes(name, array, dtype):
+    """(shape, little-endian bytes) of one tensor to save."""
+    if not isinstance(name, str) or name == "__metadata__":
+        raise FormatError(f"tensor name {name!r}: expected a string other "
+                          "than __metadata__")
+    try:
+        values = np.asarray(array, dtype=np.float32)
+    except (TypeError, ValueError, OverflowError) as err:
+        raise FormatError(f"tensor {name!r}: not an array of numbers "
+                          f"({str(err).splitlines()[0]})") from None
+    data = (to_bf16_bits(values) if dtype == "BF16" else
+            np.ascontiguousarray(values, dtype="<f4")).tobytes()
+    return list(values.shape), data
+
+
 def save(path, tensors, metadata=None, dtype="F32"):
     """Writes {name: float32 array} as safetensors, in the dict's order,
-    every tensor as `dtype` ("F32" or "BF16").
+    every tensor as `dtype` ("F32" or "BF16"); `metadata`: {str: str}.
 
     Header: compact JSON, padded with spaces to a multiple of 8 bytes (as
     the reference implementation does); data little-endian, contiguous.
+    Errors: FormatError (one line) for a bad name, value or metadata,
+    before the file is opened; OSError from writing.
     """
     if dtype not in ("F32", "BF16"):
-        raise ValueError(f"dtype {dtype!r}: save writes F32 or BF16")
+        raise FormatError(f"dtype {dtype!r}: save writes F32 or BF16")
     header, offset, blobs = {}, 0, []
     if metadata is not None:
+        if not isinstance(metadata, dict) or not all(
+                isinstance(k, str) and isinstance(v, str)
+                for k, v in metadata.items()):
+            raise FormatError("metadata: expected {str: str}")
         header["__metadata__"] = dict(metadata)
     for name, array in tensors.items():
-        data = (to_bf16_bits(np.asarray(array, dtype=np.float32)).tobytes()
-                if dtype == "BF16" else
-                np.ascontiguousarray(array, dtype="<f4").tobytes())
-        header[name] = {"dtype": dtype, "shape": list(np.shape(array)),
+        shape, data = _tensor_bytes(name, array, dtype)
+        header[name] = {"dtype": dtype, "shape": shape,
                         "data_offsets": [offset, offset + len(data)]}
         blobs.append(data)
         offset += len(data)
@@ -60,71 +88,88 @@ def save(path, tensors, metadata=None, dtype="F32"):
             f.write(data)
 
 
+def _read(path):
+    """(header bytes, data bytes) of a safetensors file; the header length
+    is checked against the file size and the 100 MB limit before anything
+    else is read."""
+    with open_regular(path, FormatError) as f:
+        try:
+            prefix = f.read(8)
+            if len(prefix) < 8:
+                raise FormatError(f"{path}: not a safetensors file (shorter "
+                                  "than 8 bytes)")
+            (size,) = struct.unpack("<Q", prefix)
+            total = os.fstat(f.fileno()).st_size
+            if size > total - 8:
+                raise FormatError(f"{path}: header length {size} exceeds the "
+                                  f"file size {total}")
+            if size > MAX_HEADER_BYTES:
+                raise FormatError(f"{path}: header length {size} is above "
+                                  f"the limit {MAX_HEADER_BYTES}")
+            return f.read(size), f.read()
+        except OSError as err:
+            raise FormatError(f"{path}: {err.strerror or err}") from None
+
+
+def _entry(path, name, info, dtypes, data_size):
+    """(numpy dtype, shape, [begin, end]) of a header entry, checked."""
+    if not isinstance(info, dict) or set(info) != {
+            "dtype", "shape", "data_offsets"}:
+        raise FormatError(f"{path}: tensor {name!r}: malformed entry")
+    dtype = info["dtype"]
+    if not isinstance(dtype, str) or dtype not in dtypes or \
+            dtype not in DTYPES:
+        raise FormatError(f"{path}: tensor {name!r}: dtype {dtype!r}, "
+                          f"expected {' or '.join(dtypes)}")
+    shape, span = info["shape"], info["data_offsets"]
+    if not (isinstance(shape, list) and all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0
+            for d in shape)):
+        raise FormatError(f"{path}: tensor {name!r}: bad shape {shape!r}")
+    if not (isinstance(span, list) and len(span) == 2 and all(
+            isinstance(o, int) and not isinstance(o, bool)
+            for o in span) and 0 <= span[0] <= span[1] <= data_size):
+        raise FormatError(f"{path}: tensor {name!r}: data_offsets {span!r} "
+                          f"outside the {data_size} data bytes")
+    item = np.dtype(DTYPES[dtype]).itemsize
+    if span[1] - span[0] != item * math.prod(shape):
+        raise FormatError(f"{path}: tensor {name!r}: {span[1] - span[0]} "
+                          f"bytes for shape {shape}")
+    return dtype, shape, span
+
+
 def load(path, dtypes=("F32",)):
     """Reads a safetensors file -> {name: float32 array}, in header order.
 
-    `dtypes`: the stored dtypes accepted (keys of DTYPES). Raises ValueError
-    with a one-line message on a malformed file: unreadable, short header,
-    bad JSON, another dtype, offsets outside the data or not matching the
-    shape, overlapping or gapped tensors.
+    `dtypes`: the stored dtypes accepted (keys of DTYPES). Raises
+    FormatError (a ValueError) with a one-line message on a malformed
+    file: unreadable, short header, a header above 100 MB, nested deeper
+    than 64 levels or not UTF-8 JSON, another dtype, offsets outside the
+    data or not matching the shape, overlapping or gapped tensors.
     """
-    try:
-        with open(path, "rb") as f:
-            blob = f.read()
-    except OSError as err:
-        raise ValueError(f"{path}: {err.strerror}") from None
-    if len(blob) < 8:
-        raise ValueError(f"{path}: not a safetensors file (shorter than 8 "
-                         "bytes)")
-    (size,) = struct.unpack("<Q", blob[:8])
-    if size > len(blob) - 8:
-        raise ValueError(f"{path}: header length {size} exceeds the file "
-                         f"size {len(blob)}")
-    try:
-        header = json.loads(blob[8:8 + size].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: invalid safetensors header: {err}") \
-            from None
+    header_bytes, data = _read(path)
+    header = _json.parse(header_bytes, f"{path}: invalid safetensors header")
     if not isinstance(header, dict):
-        raise ValueError(f"{path}: safetensors header is not an object")
-    data = blob[8 + size:]
-    tensors, spans = {}, []
+        raise FormatError(f"{path}: safetensors header is not an object")
+    entries, spans = {}, []
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        if not isinstance(info, dict) or set(info) != {
-                "dtype", "shape", "data_offsets"}:
-            raise ValueError(f"{path}: tensor {name!r}: malformed entry")
-        dtype = info["dtype"]
-        if dtype not in dtypes or dtype not in DTYPES:
-            raise ValueError(f"{path}: tensor {name!r}: dtype {dtype!r}, "
-                             f"expected {' or '.join(dtypes)}")
-        item = np.dtype(DTYPES[dtype]).itemsize
-        shape, span = info["shape"], info["data_offsets"]
-        if not (isinstance(shape, list) and all(
-                isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                for d in shape)):
-            raise ValueError(f"{path}: tensor {name!r}: bad shape {shape!r}")
-        if not (isinstance(span, list) and len(span) == 2 and all(
-                isinstance(o, int) and not isinstance(o, bool)
-                for o in span) and 0 <= span[0] <= span[1] <= len(data)):
-            raise ValueError(f"{path}: tensor {name!r}: data_offsets {span!r}"
-                             f" outside the {len(data)} data bytes")
-        if span[1] - span[0] != item * math.prod(shape):
-            raise ValueError(f"{path}: tensor {name!r}: {span[1] - span[0]} "
-                             f"bytes for shape {shape}")
+        entries[name] = _entry(path, name, info, dtypes, len(data))
+        spans.append((entries[name][2][0], entries[name][2][1], name))
+    end = 0
+    for begin, stop, name in sorted(spans):
+        if begin != end:
+            raise FormatError(f"{path}: tensor {name!r} starts at byte "
+                              f"{begin}, expected {end} (gap or overlap)")
+        end = stop
+    if end != len(data):
+        raise FormatError(f"{path}: {len(data) - end} trailing data bytes")
+    tensors = {}
+    for name, (dtype, shape, span) in entries.items():
         raw = np.frombuffer(data, dtype=DTYPES[dtype], count=math.prod(
             shape), offset=span[0])
         if dtype == "BF16":
             raw = (raw.astype(np.uint32) << 16).view(np.float32)
         tensors[name] = raw.astype(np.float32).reshape(shape)
-        spans.append((span[0], span[1], name))
-    end = 0
-    for begin, stop, name in sorted(spans):
-        if begin != end:
-            raise ValueError(f"{path}: tensor {name!r} starts at byte "
-                             f"{begin}, expected {end} (gap or overlap)")
-        end = stop
-    if end != len(data):
-        raise ValueError(f"{path}: {len(data) - end} trailing data bytes")
     return tensors

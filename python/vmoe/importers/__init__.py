@@ -14,14 +14,24 @@ checkpoints).
     importers.write_model("out/model", desc, tensors)  # .json, .safetensors
 
 or from the command line: `python3 -m vmoe.importers --help`. The name
-mappings are in docs/ModelFormat.md §6; errors are `ImporterError` (a
-ValueError with a one-line message).
+mappings are in docs/ModelFormat.md §6. Every failure of these four
+functions is an `ImporterError` (a vmoe.VMoEError and a ValueError with a
+one-line message naming the file, option or field), and what they return
+or write is a description vmoe-compile accepts with weights that match it
+(`checks.check_description`). Checkpoints never run code: .npz members are
+read without pickles, .pth files with an allow-list unpickler (_torch.py).
 """
 
-from .common import ImporterError, write_model
-from .flax import import_flax
-from .timm import import_timm
-from .upcycle import upcycle
+from . import flax as _flax
+from . import timm as _timm
+from . import upcycle as _upcycle
+from .common import ImporterError, guarded
+from .common import write_model as _write_model
+
+import_flax = guarded(_flax.import_flax, returns_model=True)
+import_timm = guarded(_timm.import_timm, returns_model=True)
+upcycle = guarded(_upcycle.upcycle, returns_model=True)
+write_model = guarded(_write_model)
 
 __all__ = ["ImporterError", "import_flax", "import_timm", "upcycle",
            "write_model"]

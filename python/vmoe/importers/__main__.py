@@ -1,48 +1,64 @@
 """python3 -m vmoe.importers {flax,timm} CHECKPOINT -o PREFIX [options]
 
 Writes PREFIX.json (model description) and PREFIX.safetensors (weights),
-ready for `vmoe-compile PREFIX.json`. Errors print one line and exit 1.
+ready for `vmoe-compile PREFIX.json`. Every error is one line on stderr
+(`vmoe.importers: error: ...`): exit status 2 for a bad command line, 1
+for anything else, never a traceback.
 """
 
 import argparse
 import os
 import sys
 
-from .common import ImporterError, write_model
-from .flax import import_flax
-from .timm import import_timm
-from .upcycle import upcycle
+from . import import_flax, import_timm, upcycle, write_model
+from ..errors import VMoEError
+from .limits import integer, number
+from .common import describe_failure
+
+_PROG = "vmoe.importers"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage block), exit status 2."""
+
+    def error(self, message):
+        print(f"{_PROG}: error: {message.splitlines()[0]} (see --help)",
+              file=sys.stderr)
+        sys.exit(2)
+
+
+def _option(check, **bounds):
+    """An argparse type: `check` (limits.integer or number) of the text,
+    its error as argparse's one-line reason."""
+    def convert(text):
+        try:
+            return check(text, "value", **bounds)
+        except VMoEError as err:
+            # argparse prefixes "argument --option:"; keep the reason.
+            raise argparse.ArgumentTypeError(str(err).split(": ", 1)[-1]) \
+                from None
+    return convert
 
 
 def _image_size(text):
     parts = text.lower().split("x")
-    try:
-        sizes = [int(p) for p in parts]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected N or HxW") \
-            from None
-    if len(sizes) == 1:
-        sizes *= 2
-    if len(sizes) != 2 or min(sizes) < 1:
+    if len(parts) not in (1, 2):
         raise argparse.ArgumentTypeError(f"{text!r}: expected N or HxW")
-    return tuple(sizes)
+    sizes = [_option(integer)(part) for part in parts]
+    return tuple(sizes * (3 - len(sizes)))
 
 
 def _floats(text):
-    try:
-        return [float(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected numbers "
-                                         "separated by commas") from None
+    return [_option(number)(value) for value in text.split(",")]
 
 
 def _parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python3 -m vmoe.importers",
         description="Convert a Flax or timm ViT / V-MoE checkpoint into a "
                     "vmoe model description and safetensors weights.")
     sub = parser.add_subparsers(dest="format", required=True)
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("checkpoint")
     common.add_argument("-o", "--output", required=True, metavar="PREFIX",
                         help="writes PREFIX.json and PREFIX.safetensors")
@@ -54,7 +70,10 @@ def _parser():
                              "(default 0.5)")
     common.add_argument("--std", type=_floats, default=[0.5],
                         help="input normalization std (default 0.5)")
-    common.add_argument("--layer-norm-epsilon", type=float, default=1e-6)
+    common.add_argument("--layer-norm-epsilon",
+                        type=_option(number, above=0.0), default=1e-6,
+                        help="LayerNorm epsilon, finite and > 0 (default "
+                             "1e-6)")
     common.add_argument("--upcycle", metavar="SPEC",
                         help="sparse upcycling: experts=E,k=K,placement="
                              "every-2|every-N|last-N|blocks-I+J[,noise=S,"
@@ -72,8 +91,8 @@ def _parser():
                       choices=("gelu_tanh", "gelu_erf"))
     timm = sub.add_parser("timm", parents=[common],
                           help="timm VisionTransformer state dict "
-                               "(.safetensors, or .pth with torch)")
-    timm.add_argument("--heads", type=int, required=True,
+                               "(.safetensors, or .pth read without torch)")
+    timm.add_argument("--heads", type=_option(integer), required=True,
                       help="attention heads (not in the weights)")
     timm.add_argument("--global-pool", choices=("token", "avg", "map"),
                       help="timm's global_pool (default: from the keys)")
@@ -82,31 +101,45 @@ def _parser():
     return parser
 
 
-def main(argv=None):
-    args = _parser().parse_args(argv)
+def _convert(args):
+    """Imports, upcycles and writes; returns (paths, desc, tensors)."""
     common = {"image_size": args.image_size, "mean": args.mean,
               "std": args.std, "name": args.name,
               "layer_norm_epsilon": args.layer_norm_epsilon,
               "mlp_activation": args.mlp_activation}
+    if args.format == "flax":
+        desc, tensors = import_flax(args.checkpoint, args.config, **common)
+    else:
+        desc, tensors = import_timm(args.checkpoint, heads=args.heads,
+                                    global_pool=args.global_pool, **common)
+    if args.upcycle is not None:
+        desc, tensors = upcycle(desc, tensors, args.upcycle)
+    folder = os.path.dirname(args.output)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    return write_model(args.output, desc, tensors), desc, tensors
+
+
+def main(argv=None):
+    """The command line; returns the exit status (0, 1, or 2 for usage)."""
+    args = None
     try:
-        if args.format == "flax":
-            desc, tensors = import_flax(args.checkpoint, args.config,
-                                        **common)
-        else:
-            desc, tensors = import_timm(args.checkpoint, heads=args.heads,
-                                        global_pool=args.global_pool,
-                                        **common)
-        if args.upcycle:
-            desc, tensors = upcycle(desc, tensors, args.upcycle)
-        folder = os.path.dirname(args.output)
-        if folder:
-            os.makedirs(folder, exist_ok=True)
-        paths = write_model(args.output, desc, tensors)
-    except (ImporterError, OSError) as err:
-        print(f"vmoe.importers: error: {err}", file=sys.stderr)
+        args = _parser().parse_args(argv)
+        paths, desc, tensors = _convert(args)
+    except (VMoEError, OSError) as err:
+        print(f"{_PROG}: error: {str(err).splitlines()[0]}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{_PROG}: error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # pylint: disable=broad-except
+        # Never a traceback: the checks should have caught it; name the file.
+        what = f"{args.checkpoint}: " if args else ""
+        print(f"{_PROG}: error: {what}{describe_failure(err)}",
+              file=sys.stderr)
         return 1
     moe = desc.get("moe")
-    print(f"vmoe.importers: wrote {paths[0]} and {paths[1]}: "
+    print(f"{_PROG}: wrote {paths[0]} and {paths[1]}: "
           f"{len(tensors)} tensors, depth {desc['depth']}, width "
           f"{desc['width']}, head {desc['head']}"
           + (f", MoE in blocks {_blocks(desc)} (E={moe['num_experts']}, "

@@ -4,7 +4,8 @@ Each member's .npy header is read first and its claimed size compared
 with the member's size in the zip directory, so a header claiming 2^40
 floats is refused before anything is allocated; the data is then read in
 pieces (memory grows only with bytes that exist) through zipfile, which
-checks the CRC. Every failure -- not a zip, truncated, bad CRC, an object
+checks the CRC; a member whose directory sizes contradict each other
+(more than deflate's 1032:1) is refused first (_zip.check_sizes). Every failure -- not a zip, truncated, bad CRC, an object
 array, a .npy renamed .npz -- is one ImporterError line naming the file
 and member. numpy saves ml_dtypes' bfloat16 as a 2-byte void dtype
 ('|V2'): read as bfloat16.
@@ -16,7 +17,9 @@ import zlib
 
 import numpy as np
 
+from .._files import open_regular
 from . import _msgpack
+from ._zip import check_sizes
 from .common import ImporterError
 
 __all__ = ["keys", "read"]
@@ -25,13 +28,16 @@ _PIECE = 1 << 26
 
 
 def _open(path):
+    f = open_regular(path, ImporterError)
     try:
-        return zipfile.ZipFile(path)
+        return zipfile.ZipFile(f)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError,
             EOFError, NotImplementedError) as err:
+        f.close()
         raise ImporterError(f"{path}: not a readable .npz (zip): "
                             f"{err}") from None
     except OSError as err:
+        f.close()
         raise ImporterError(f"{path}: cannot read ({err.strerror or err})") \
             from None
 
@@ -66,6 +72,7 @@ def read(path, names):
 
 
 def _read_member(archive, info, what):
+    check_sizes(info, archive.filename or what)
     try:
         with archive.open(info) as f:
             return _read_npy(f, info.file_size, what)

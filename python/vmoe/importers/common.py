@@ -5,18 +5,56 @@ takes each tensor it knows by name (`take`), converts its layout to the
 vmoe one (docs/ModelFormat.md §3: kernels [in, out], fused qkv) and finally
 calls `Params.finish()`, which rejects any key nobody took: an unknown or
 missing key is a one-line ImporterError, never a silently ignored tensor.
+`write_model` writes only what vmoe-compile and the runtime accept: the
+description passes `checks.check_description` and the weights match its
+layout. `guarded` makes a public function fail only with ImporterError.
 """
 
+import functools
 import json
 import math
 
 import numpy as np
 
-__all__ = ["ImporterError", "Params", "description", "write_model"]
+from ..errors import ImporterError
+from .checks import check_description
+from .limits import number
+
+__all__ = ["ImporterError", "Params", "check_weights", "describe_failure",
+           "description", "guarded", "write_model"]
 
 
-class ImporterError(ValueError):
-    """A checkpoint or option the importers cannot convert (one line)."""
+def describe_failure(err):
+    """One line for an exception no check anticipated."""
+    if isinstance(err, MemoryError):
+        return "out of memory (a size in the input is too large)"
+    if isinstance(err, RecursionError):
+        return "nested too deeply"
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else 'failed'}"
+
+
+def guarded(function, returns_model=False):
+    """`function` raising only ImporterError: any other exception becomes
+    one naming the first argument (the file or spec) and the failure.
+    With `returns_model`, the (description, tensors) it returns pass
+    check_weights. The unguarded function stays as `__wrapped__` (the
+    fuzzer calls it to see every exception a check missed)."""
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        try:
+            result = function(*args, **kwargs)
+            if returns_model:
+                check_weights(*result)
+            return result
+        except ImporterError:
+            raise
+        except Exception as err:  # pylint: disable=broad-except
+            what = args[0] if args and isinstance(args[0], str) else \
+                function.__name__
+            raise ImporterError(f"{what}: {describe_failure(err)}") \
+                from None
+    return wrapper
 
 
 class Params:
@@ -39,6 +77,9 @@ class Params:
         if key not in self.tensors:
             raise ImporterError(f"{self.source}: missing key {key!r}")
         value = self.tensors[key]
+        if 0 in value.shape:
+            raise ImporterError(f"{self.source}: {key!r} has shape "
+                                f"{list(value.shape)}: an empty dimension")
         if shape is not None and (len(shape) != value.ndim or any(
                 want is not None and want != got
                 for want, got in zip(shape, value.shape))):
@@ -58,6 +99,8 @@ class Params:
 
 def square_grid(patches, what):
     """The side of a square grid of `patches` patches."""
+    if patches < 1:
+        raise ImporterError(f"{what}: {patches} patches")
     side = math.isqrt(patches)
     if side * side != patches:
         raise ImporterError(f"{what}: {patches} patches are not a square "
@@ -92,8 +135,11 @@ def description(*, name, image, channels, mean, std, patch, width, depth,
 
 
 def channel_values(values, channels, what):
-    """Per-channel mean or std: one value repeated, or one per channel."""
-    values = [float(v) for v in values]
+    """Per-channel mean or std: one value repeated, or one per channel,
+    each finite (std: not 0)."""
+    values = [number(v, what) for v in values]
+    if what == "std" and 0 in values:
+        raise ImporterError("std: must not contain 0")
     if len(values) == 1:
         values *= channels
     if len(values) != channels:
@@ -102,11 +148,35 @@ def channel_values(values, channels, what):
     return values
 
 
+def check_weights(desc, tensors, what="model description"):
+    """The weights `tensors` match the layout `desc` needs (names and
+    shapes; the runtime refuses anything else), `desc` passes
+    check_description. Errors: ImporterError naming the field (after
+    `what`) or the tensor."""
+    try:
+        layout = dict(check_description(desc))
+    except ImporterError as err:
+        raise ImporterError(f"{what}: {err}") from None
+    for name, value in tensors.items():
+        if name not in layout:
+            raise ImporterError(f"weights: tensor {name!r} is not part of "
+                                "the described model")
+        if tuple(np.shape(value)) != tuple(layout[name]):
+            raise ImporterError(f"weights: tensor {name!r} has shape "
+                                f"{list(np.shape(value))}, the description "
+                                f"needs {list(layout[name])}")
+    for name in layout:
+        if name not in tensors:
+            raise ImporterError(f"weights: missing tensor {name!r}")
+
+
 def write_model(prefix, desc, tensors):
-    """Writes PREFIX.json (the description) and PREFIX.safetensors."""
+    """Writes PREFIX.json (the description) and PREFIX.safetensors after
+    check_weights; nothing is written when a check fails."""
     from . import _safetensors
+    check_weights(desc, tensors)
+    text = json.dumps(desc, indent=1, allow_nan=False) + "\n"
     with open(prefix + ".json", "w", encoding="utf-8") as f:
-        json.dump(desc, f, indent=1)
-        f.write("\n")
+        f.write(text)
     _safetensors.write(prefix + ".safetensors", tensors)
     return prefix + ".json", prefix + ".safetensors"

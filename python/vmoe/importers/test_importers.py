@@ -103,6 +103,14 @@ def _write_timm(tmp, state, dtype="F32"):
     return path
 
 
+# The helpers other tests and the fuzzer (vmoe_tools.fuzz_importers) use.
+CONFIG = _CONFIG
+flax_checkpoint = _flax
+timm_state = _timm_state
+write_timm = _write_timm
+expect_error = _expect_error
+
+
 def test_flax_layouts_and_description():
     with tempfile.TemporaryDirectory() as tmp:
         path, params = _flax(tmp)
@@ -296,7 +304,7 @@ def test_upcycle():
             ("experts=2,k=1", "placement= is required"),
             ("experts=2,k=1,placement=last-9", "placement=last-9"),
             ("experts=2,k=1,placement=every-2,colour=red", "unknown field"),
-            ("experts=x,k=1,placement=every-2", "experts="),
+            ("experts=x,k=1,placement=every-2", "--upcycle experts"),
             ("experts=2,k=1,placement=every-2,routing=greedy", "routing")):
         _expect_error(lambda: importers.upcycle(desc, tensors, spec),
                       fragment)
@@ -329,23 +337,23 @@ def test_command_line():
             "vmoe.importers: error: --heads 3"), lines
 
 
-TESTS = [value for name, value in sorted(globals().items())
-         if name.startswith("test_")]
-
-
-def main():
+def run_tests(module_name, namespace):
+    """Runs the test_* functions of `namespace` (a module's globals()),
+    reporting every failure; returns the exit status."""
+    tests = [value for name, value in sorted(namespace.items())
+             if name.startswith("test_") and callable(value)]
     failed = []
-    for test in TESTS:
+    for test in tests:
         try:
             test()
         except Exception:  # report every failure, then exit non-zero
             failed.append(test.__name__)
             print(f"FAIL {test.__name__}", file=sys.stderr)
             traceback.print_exc()
-    print(f"vmoe.importers.test_importers: {len(TESTS) - len(failed)} "
-          f"passed, {len(failed)} failed")
+    print(f"{module_name}: {len(tests) - len(failed)} passed, "
+          f"{len(failed)} failed")
     return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_tests("vmoe.importers.test_importers", globals()))

@@ -32,7 +32,7 @@ import os
 
 import numpy as np
 
-from . import _safetensors
+from . import _safetensors, _torch
 from .common import ImporterError, Params, channel_values, description, \
     square_grid
 
@@ -41,33 +41,28 @@ __all__ = ["import_timm", "load_state_dict"]
 
 def load_state_dict(path):
     """{key: float32 array} of a .safetensors file or a torch .pth/.pt/.bin
-    (torch is imported only for the latter)."""
+    (read without torch and without running code: _torch.py). A
+    `state_dict`, `model` or `module` entry is unwrapped: timm's training
+    checkpoints (state_dict, args, optimizer, epoch, ...) give their model
+    weights."""
     if path.endswith(".safetensors"):
         return _safetensors.read(path)
-    try:
-        import torch  # pylint: disable=import-outside-toplevel
-    except ImportError:
-        raise ImporterError(f"{path}: reading a torch checkpoint needs "
-                            "PyTorch (pip install torch), or convert it to "
-                            ".safetensors") from None
-    try:
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except TypeError:  # torch < 1.13 has no weights_only
-            state = torch.load(path, map_location="cpu")
-    except Exception as err:  # torch raises many kinds; report one line
-        raise ImporterError(f"{path}: cannot read as a torch checkpoint: "
-                            f"{str(err).splitlines()[0]}") from None
+    state = _torch.load(path)
     for key in ("state_dict", "model", "module"):
         if isinstance(state, dict) and isinstance(state.get(key), dict):
             state = state[key]
     if not isinstance(state, dict):
-        raise ImporterError(f"{path}: not a state dict")
+        raise ImporterError(f"{path}: not a state dict (a "
+                            f"{type(state).__name__})")
     out = {}
     for key, value in state.items():
-        if not hasattr(value, "detach"):
-            raise ImporterError(f"{path}: {key!r} is not a tensor")
-        out[key] = value.detach().float().cpu().numpy()
+        if not isinstance(key, str):
+            raise ImporterError(f"{path}: key {_torch.brief(key)} is not a "
+                                "string")
+        if not isinstance(value, _torch.Tensor):
+            raise ImporterError(f"{path}: {key!r} is not a tensor (a "
+                                f"{type(value).__name__})")
+        out[key] = value.floats(f"{path}: {key!r}")
     return out
 
 

@@ -20,6 +20,10 @@ MLP. Fields of the spec:
   routing=vanilla|bpr  default bpr
   group_size=N         images per routing group (default 1)
 
+Numbers are checked (finite, in range; E, K and N at most 2^24, C in
+(0, 4096]) and the upcycled description must pass check_description,
+before the experts are allocated.
+
 Invariant: with noise 0, normalize true and no drops, each token's K
 equal experts give back the dense MLP, so the logits equal the dense
 model's.
@@ -27,7 +31,9 @@ model's.
 
 import numpy as np
 
-from .common import ImporterError
+from .checks import check_description
+from .common import ImporterError, check_weights
+from .limits import MAX_CAPACITY_RATIO, MAX_DIMENSION, integer, number
 
 __all__ = ["parse_spec", "upcycle"]
 
@@ -77,19 +83,23 @@ def parse_spec(spec):
     return fields
 
 
-def _number(fields, key, kind, default=None, minimum=None):
+def _field(fields, key, default=None):
+    """The text of `key` (popped), or `default` (None: required)."""
     if key not in fields:
         if default is None:
             raise ImporterError(f"--upcycle: {key}= is required")
         return default
-    try:
-        value = kind(fields.pop(key))
-    except ValueError:
-        raise ImporterError(f"--upcycle {key}=: not a valid "
-                            f"{kind.__name__}") from None
-    if minimum is not None and not value >= minimum:
-        raise ImporterError(f"--upcycle {key}={value}: must be >= {minimum}")
-    return value
+    return fields.pop(key)
+
+
+def _integer(fields, key, default=None, minimum=1, maximum=MAX_DIMENSION):
+    return integer(_field(fields, key, default), f"--upcycle {key}",
+                   minimum, maximum)
+
+
+def _float(fields, key, default, **bounds):
+    return number(_field(fields, key, default), f"--upcycle {key}",
+                  **bounds)
 
 
 def _choice(fields, key, choices, default):
@@ -100,34 +110,64 @@ def _choice(fields, key, choices, default):
     return value
 
 
-def upcycle(desc, tensors, spec):
-    """(description, tensors) of the upcycled V-MoE of a dense ViT."""
-    if "moe" in desc:
-        raise ImporterError("--upcycle: the model already has MoE layers")
+def _settings(desc, spec):
+    """(moe object, upcycled blocks, noise, rng, router) of a spec."""
     fields = parse_spec(spec) if isinstance(spec, str) else dict(spec)
-    experts = _number(fields, "experts", int, minimum=1)
-    k = _number(fields, "k", int, minimum=1)
+    experts = _integer(fields, "experts")
+    k = _integer(fields, "k")
     if k > experts:
         raise ImporterError(f"--upcycle k={k}: must be <= experts "
                             f"({experts})")
     if "placement" not in fields:
         raise ImporterError("--upcycle: placement= is required")
     placement, blocks = _placement(fields.pop("placement"), desc["depth"])
-    noise = _number(fields, "noise", float, 0.0, 0.0)
-    seed = _number(fields, "seed", int, 0, 0)
+    noise = _float(fields, "noise", 0.0, minimum=0.0)
+    seed = _integer(fields, "seed", 0, minimum=0, maximum=2**64 - 1)
     router = _choice(fields, "router", ("zeros", "normal"), "zeros")
-    router_std = _number(fields, "router_std", float, 0.02, 0.0)
+    router_std = _float(fields, "router_std", 0.02, minimum=0.0)
     normalize = _BOOLS[_choice(fields, "normalize", tuple(_BOOLS), "true")]
-    ratio = _number(fields, "capacity_ratio", float, experts / k)
-    if not ratio > 0:
-        raise ImporterError(f"--upcycle capacity_ratio={ratio}: must be > 0")
+    ratio = _float(fields, "capacity_ratio", experts / k, above=0.0,
+                   maximum=MAX_CAPACITY_RATIO)
     routing = _choice(fields, "routing", ("vanilla", "bpr"), "bpr")
-    group = _number(fields, "group_size", int, 1, 1)
+    group = _integer(fields, "group_size", 1)
     if fields:
         raise ImporterError(f"--upcycle: unknown field {next(iter(fields))}")
-
+    moe = dict(placement)
+    moe.update({"num_experts": experts, "k": k, "capacity_ratio": ratio,
+                "routing": routing, "normalize": normalize,
+                "activation": desc.get("mlp_activation", "gelu_tanh"),
+                "group_size": group})
     rng = np.random.default_rng(seed)
-    width = desc["width"]
+    return moe, blocks, noise, rng, (router, router_std)
+
+
+def upcycle(desc, tensors, spec):
+    """(description, tensors) of the upcycled V-MoE of a dense ViT.
+
+    The input must be a valid dense model (check_weights); the upcycled
+    description is checked (check_description: sizes within the limits)
+    before any expert is allocated."""
+    if "moe" in desc:
+        raise ImporterError("--upcycle: the model already has MoE layers")
+    check_weights(desc, tensors, "--upcycle: the model to upcycle")
+    moe, blocks, noise, rng, (router, router_std) = _settings(desc, spec)
+    upcycled = dict(desc, moe=moe)
+    try:
+        check_description(upcycled)
+    except ImporterError as err:
+        raise ImporterError(f"--upcycle: {err}") from None
+    try:
+        return upcycled, _expert_tensors(desc, tensors, moe, blocks, noise,
+                                         rng, router, router_std)
+    except MemoryError:
+        raise ImporterError(f"--upcycle experts={moe['num_experts']}: out "
+                            "of memory for the expert weights") from None
+
+
+def _expert_tensors(desc, tensors, moe, blocks, noise, rng, router,
+                    router_std):
+    """The tensors with each upcycled block's MLP copied into experts."""
+    experts, width = moe["num_experts"], desc["width"]
     out = {}
     for name, value in tensors.items():
         block = name.split(".")[1] if name.startswith("blocks.") else None
@@ -149,9 +189,4 @@ def upcycle(desc, tensors, spec):
             if noise:
                 stacked = stacked + rng.normal(0.0, noise, stacked.shape)
             out[prefix + "moe." + dst] = stacked.astype(np.float32)
-    moe = dict(placement)
-    moe.update({"num_experts": experts, "k": k, "capacity_ratio": ratio,
-                "routing": routing, "normalize": normalize,
-                "activation": desc.get("mlp_activation", "gelu_tanh"),
-                "group_size": group})
-    return dict(desc, moe=moe), out
+    return out

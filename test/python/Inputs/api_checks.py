@@ -116,7 +116,12 @@ model.threads = 1
 print(f"threads {model.threads}: same logits "
       f"{np.array_equal(model(images), logits)}")
 print(f"threads 0: {error(lambda: setattr(model, 'threads', 0))}")
+# Checked in Python: 2^32 + 1 would wrap to 1 in the C int.
+for count in (2**32 + 1, 2**31, 1025, 2.5, True, "4"):
+    print(f"threads {count!r}: "
+          f"{error(lambda c=count: setattr(model, 'threads', c))}")
 model.threads = 2
+print(f"threads after refusals: {model.threads}")
 
 # Weights from {name: array}, and a dict missing a tensor.
 tensors = vmoe.safetensors.load(weights)
@@ -171,6 +176,7 @@ print(f"bad compiler: "
       f"{error(lambda: vmoe.compile(description, compiler='/nonexistent'))}")
 print(f"missing weights: "
       f"{error(lambda: vmoe.compile(description, weights='/nonexistent.st'))}")
+compiler = vmoe.find_compiler()
 os.environ["VMOE_COMPILE"] = "/nonexistent/vmoe-compile"
 print(f"bad VMOE_COMPILE: {error(lambda: vmoe.compile(description))}")
 unloaded = vmoe.load(model.library_path)
@@ -179,3 +185,28 @@ print(f"wrong shape: {error(lambda: model(images[:, :, :4]))}")
 print(f"missing image: "
       f"{error(lambda: model.load_image(os.path.join(workdir, 'no.png')))}")
 print(f"not a model library: {error(lambda: vmoe.load(png))}")
+print(f"capacity ratio 'abc': "
+      f"{error(lambda: model.forward(images, capacity_ratio='abc'))}")
+print(f"images of strings: "
+      f"{error(lambda: model(np.full((1, 1, 8, 8), 'x')))}")
+print(f"weights with a string: "
+      f"{error(lambda: from_dict.load_weights({'head.bias': 'abc'}))}")
+nan = json.loads(text)
+nan["moe"]["capacity_ratio"] = float("nan")
+print(f"NaN in a description dict: "
+      f"{error(lambda: vmoe.compile(nan, compiler=compiler))}")
+latin = os.path.join(workdir, "latin.json")
+with open(latin, "wb") as f:
+    f.write(text.replace('"digits-vmoe"', '"d\xefgits"').encode("latin-1"))
+print(f"description not UTF-8: "
+      f"{error(lambda: vmoe.compile(latin, compiler=compiler))}")
+deep = os.path.join(workdir, "deep.safetensors")
+with open(deep, "wb") as f:
+    f.write((100000).to_bytes(8, "little") + b"[" * 100000)
+print(f"safetensors header nested deeply: "
+      f"{error(lambda: vmoe.safetensors.load(deep))}")
+try:
+    vmoe.safetensors.load(deep)
+except vmoe.VMoEError as err:
+    print(f"FormatError is a VMoEError and a ValueError: "
+          f"{isinstance(err, vmoe.FormatError) and isinstance(err, ValueError)}")
