@@ -289,7 +289,7 @@ class Fuzzer:
             with open(path, "wb") as f:
                 f.write(data)
             try:
-                out.append(flax.load_npz(path) if kind == "npz" else
+                out.append(flax.load_checkpoint(path) if kind == "npz" else
                            timm.load_state_dict(path))
             except common.ImporterError:
                 pass  # the hostile seed

@@ -45,7 +45,7 @@ def _open(path):
 def _members(archive, path):
     out = {}
     for info in archive.infolist():
-        if info.is_dir():
+        if info.filename.endswith("/"):  # a directory entry
             continue
         if not info.filename.endswith(".npy"):
             raise ImporterError(f"{path}: member {info.filename!r:.60} is "
@@ -90,8 +90,11 @@ def _read_npy(f, size, what):
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
         else:
             raise ValueError(f"unsupported .npy version {version}")
-    except (ValueError, SyntaxError, TypeError) as err:
-        raise ImporterError(f"{what}: not a .npy array ({err})") from None
+    except Exception as err:  # pylint: disable=broad-except
+        # numpy parses the header dict with tokenize and ast, which fail in
+        # several ways (ValueError, SyntaxError, tokenize.TokenError).
+        text = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ImporterError(f"{what}: not a .npy array ({text})") from None
     if dtype.hasobject:
         raise ImporterError(f"{what}: an object array (pickled data is "
                             "never loaded)")

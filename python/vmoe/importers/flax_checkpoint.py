@@ -18,6 +18,7 @@ unread where the format allows.
 
 import os
 
+from .._files import open_regular
 from . import _msgpack, _npz, partitioned
 from .common import ImporterError
 
@@ -56,7 +57,7 @@ def _kind(path):
                             "give an .npz, a msgpack file or a vmoe "
                             "checkpoint prefix")
     try:
-        with open(path, "rb") as f:
+        with open_regular(path, ImporterError) as f:
             head = f.read(8)
     except OSError as err:
         raise ImporterError(f"{path}: cannot read ({err.strerror or err})") \

@@ -24,6 +24,8 @@ import json
 import math
 import os
 
+from .. import _json
+from .._files import open_regular
 from . import released
 from .common import ImporterError
 
@@ -78,7 +80,7 @@ def load_config(config):
                             "released checkpoint's name ("
                             + ", ".join(released.CONFIGS) + ")")
     try:
-        with open(config, "rb") as f:
+        with open_regular(config, ImporterError) as f:
             data = f.read(_MAX_BYTES + 1)
     except OSError as err:
         raise ImporterError(f"{config}: cannot read ({err.strerror or err})"
@@ -86,17 +88,8 @@ def load_config(config):
     if len(data) > _MAX_BYTES:
         raise ImporterError(f"{config}: over {_MAX_BYTES >> 20} MiB, not a "
                             "model config")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise ImporterError(f"{config}: not UTF-8 (byte {err.start})") \
-            from None
-    try:
-        value = json.loads(text)
-    except RecursionError:
-        raise ImporterError(f"{config}: JSON nested too deeply") from None
-    except ValueError as err:
-        raise ImporterError(f"{config}: not valid JSON: {err}") from None
+    # UTF-8, at most 64 levels, finite numbers (docs/Limits.md).
+    value = _json.parse(data, config, ImporterError)
     if not isinstance(value, dict):
         raise ImporterError(f"{config}: must be a JSON object (config.model"
                             ")")
@@ -399,8 +392,8 @@ def check_model(cfg, *, width, depth, heads, mlp_dim, classes, head, patch,
             raise ImporterError(f"config: patch_size: {_show(size)}, the "
                                 f"weights say {list(patch)}")
     classifier = cfg.get("classifier")
-    if classifier is not None and {"0": "token"}.get(
-            classifier, classifier) != head:
+    if classifier is not None and (not isinstance(classifier, str) or {
+            "0": "token"}.get(classifier, classifier) != head):
         raise ImporterError(f"config: classifier: {_show(classifier)}, the "
                             f"weights have a {head!r} head")
     if cfg.get("encoder.attention_qk_norm", False) is not False:

@@ -220,7 +220,7 @@ def test_npz_errors():
         path = _write(os.path.join(tmp, "noise.bin"), b"\x01\x02 noise")
         _expect_error(_import(path), "not a Flax checkpoint")
         _expect_error(_import(os.path.join(tmp, "absent.npz")),
-                      "absent.npz", "cannot read")
+                      "absent.npz", "No such file or directory")
         _expect_error(_import(tmp), "a directory")
         _expect_error(_import("gs://vmoe_checkpoints/x"), "download")
 
@@ -443,14 +443,14 @@ def test_config_file_errors():
         np.savez(path, **_params())
         config = os.path.join(tmp, "config.json")
         for data, fragment in (
-                (b"[" * 100000 + b"]" * 100000, "JSON nested too deeply"),
+                (b"[" * 100000 + b"]" * 100000, "nesting exceeds the limit of 64"),
                 (b'{"name": "\xff\xfe"}', "not UTF-8 (byte 10)"),
-                (b'{"name": ', "not valid JSON"),
+                (b'{"name": ', "malformed JSON"),
                 (b"[1, 2]", "must be a JSON object")):
             _write(config, data)
             _expect_error(_import(path, config), "config.json", fragment)
         _expect_error(_import(path, os.path.join(tmp, "none.json")),
-                      "none.json", "cannot read")
+                      "none.json", "No such file or directory")
         _expect_error(_import(path, "vmoe_x32"), "'vmoe_x32': no such file, "
                       "nor a released checkpoint's name")
         _expect_error(_import(path, "eee_s32_last2_ilsvrc2012"),
