@@ -27,8 +27,8 @@ Then the capacity sweep: the same f32 executable at each --capacities C
 (--capacity-ratio at run time) and the dense twin (the description without
 "moe"), time relative to the dense model next to the executed-FLOPs ratio
 (bench/vit_flops.py). --profile adds the per-op-type and per-part time of
-OpenVINO f32 and ONNX Runtime (their own profilers) at the largest batch,
-1 thread.
+OpenVINO (f32 and bf16) and ONNX Runtime (their own profilers) at the
+largest batch, 1 thread.
 
 Exit status: 0 when every check passed (rows that could not run are
 reported, not failures); 1 when a logit check failed; 2 on bad usage or a
@@ -620,8 +620,8 @@ def parse_args():
                         help="timed passes over all images per row")
     parser.add_argument("--images", type=int, default=32)
     parser.add_argument("--profile", action="store_true",
-                        help="per-op profiles of OpenVINO f32 and ONNX "
-                        "Runtime at the largest batch, 1 thread")
+                        help="per-op profiles of OpenVINO (f32, bf16) and "
+                        "ONNX Runtime at the largest batch, 1 thread")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 1 thread, batch 8, 1 round, 1 "
                         "pass, C 0.1 and 1.05")
@@ -781,7 +781,7 @@ def run_benchmark(args, failed):
     profiles = {}
     if args.profile:
         batch = max(args.batches)
-        for row in ("openvino", "onnxruntime"):
+        for row in ("openvino", "openvino-bf16", "onnxruntime"):
             if row in failed or (row, batch) in failed:
                 print(f"\nprofile: {ROWS[row]}: not run ("
                       f"{failed.get(row) or failed.get((row, batch))})")
