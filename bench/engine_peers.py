@@ -303,8 +303,9 @@ def vmoe_rate(exe, weights, image_list, threads, repeats, capacity=None):
     return {"images_per_s": float(match.group(1))}
 
 
-def engine_rate(args, row, threads, batch, paths):
-    """The JSON record of bench/engine_runners.py for one row."""
+def engine_rate(args, row, threads, batch, paths, profile=False):
+    """The JSON record of bench/engine_runners.py for one row; with
+    `profile`, of `args.repeats` passes under the engine's profiler."""
     command = [os.path.join(BENCH, "engine_runners.py"), "--engine", row,
                "--threads", str(threads), "--batch", str(batch),
                "--images-npy", paths["images"],
@@ -314,6 +315,9 @@ def engine_rate(args, row, threads, batch, paths):
         command += ["--quantile-bound", str(paths["engine_bf16_bound"]),
                     "--quantile", str(model_bench.BF16_BOUND_QUANTILE),
                     "--min-top1", str(model_bench.BF16_MIN_TOP1)]
+    if profile:
+        command += ["--profile", str(args.repeats), "--profile-dir",
+                    args.workdir]
     if row == "torch":
         command = [sys.executable, *command, "--desc", paths["desc"],
                    "--weights", paths["weights"]]
@@ -497,8 +501,8 @@ def print_profile(name, record, top):
     profile = record["profile"]
     total = sum(r["ms_per_pass"] for r in profile["by_part"])
     print(f"\nprofile: {name}, {record['threads']} thread(s), batch "
-          f"{record['batch']}: {total:.0f} ms per pass of {record['passes']} "
-          f"images (its own profiler)")
+          f"{record['batch']}: {total:.0f} ms per pass over the images "
+          f"(its own profiler)")
     for table in ("by_part", "by_op"):
         print(f"| {table.replace('_', ' ')} | ms per pass | share |")
         print("|---|---|---|")
@@ -787,7 +791,8 @@ def run_benchmark(args, failed):
                       f"{failed.get(row) or failed.get((row, batch))})")
                 continue
             try:
-                record = engine_rate_profile(args, row, batch, paths)
+                record = engine_rate(args, row, 1, batch, paths,
+                                     profile=True)
             except RowError as err:
                 print(f"\nprofile: {ROWS[row]}: {err}")
                 continue
@@ -811,20 +816,6 @@ def run_benchmark(args, failed):
                 "failures": {str(k): str(v) for k, v in failed.items()},
                 "sweep": sweep, "profiles": profiles}, f, indent=1)
     return status
-
-
-def engine_rate_profile(args, row, batch, paths):
-    """One profiled child: `args.repeats` passes, 1 thread."""
-    command = [args.peer_python, os.path.join(BENCH, "engine_runners.py"),
-               "--engine", row, "--threads", "1", "--batch", str(batch),
-               "--images-npy", paths["images"], "--reference-npy",
-               paths["reference"], "--model", paths[(row, batch)],
-               "--profile", str(args.repeats), "--profile-dir",
-               args.workdir]
-    record = json.loads(child(command, model_bench.thread_env(1))
-                        .splitlines()[-1])
-    record["passes"] = args.images
-    return record
 
 
 if __name__ == "__main__":
