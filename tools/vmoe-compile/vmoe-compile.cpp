@@ -22,6 +22,7 @@
 #include "vmoe/Support/Limits.h"
 #include "vmoe/Support/OneLineErrors.h"
 #include "vmoe/Support/OptionChecks.h"
+#include "vmoe/Target/BF16KernelChoice.h"
 #include "vmoe/Target/ObjectCodegen.h"
 
 #include "mlir/IR/AsmState.h"
@@ -112,6 +113,15 @@ cl::opt<std::string> precision(
              "as bf16, products accumulated in f32 with vdpbf16ps where the "
              "target has AVX512_BF16; routing stays f32)"),
     cl::init("f32"), cl::cat(category));
+cl::opt<std::string> bf16Kernels(
+    "bf16-kernels",
+    cl::desc("With --precision=bf16: auto (default: bf16 kernels where "
+             "they beat f32 on the target CPU, measured on the host; else "
+             "f32 kernels, with a note) or always"),
+    cl::init("auto"), cl::cat(category));
+// Tests: the host's measured bf16 dot / f32 fma flop ratio, not measured.
+cl::opt<double> bf16Speedup("bf16-speedup", cl::Hidden, cl::init(0),
+                            cl::cat(category));
 cl::opt<bool> parallel("parallel",
                        cl::desc("Parallel loops on OpenMP threads (default)"),
                        cl::init(true), cl::cat(category));
@@ -240,6 +250,11 @@ static llvm::Error checkOptions(bool isModel) {
   if (llvm::Error e =
           ::vmoe::checkChoice("--precision:", precision, {"f32", "bf16"}))
     return e;
+  if (llvm::Error e = ::vmoe::checkChoice("--bf16-kernels:", bf16Kernels,
+                                          {"auto", "always"}))
+    return e;
+  if (given(bf16Kernels) && precision != "bf16")
+    return optionError(bf16Kernels, "only used with --precision=bf16");
   if (given(expertParallel)) {
     if (llvm::Error e = ::vmoe::checkRange("--expert-parallel:",
                                            expertParallel, 1,
@@ -581,6 +596,12 @@ int main(int argc, char **argv) {
   if (!machine)
     return fail(llvm::toString(machine.takeError()));
 
+  // f32 lanes of the CPU kernels' vectors.
+  unsigned lanes =
+      vectorWidth ? unsigned(vectorWidth)
+      : (*machine)->getMCSubtargetInfo()->checkFeatures("+avx512f") ? 16
+                                                                    : 8;
+
   DialectRegistry registry;
   registerAllDialects(registry);
   registerAllExtensions(registry);
@@ -609,6 +630,22 @@ int main(int argc, char **argv) {
     options.training = training;
     options.seed = seed;
     options.precision = precision;
+    if (precision == "bf16" && target != "cuda") {
+      // Whether bf16 pays on this CPU (BF16KernelChoice.h), said on stderr.
+      mlir::vmoe::BF16KernelChoice choice = mlir::vmoe::chooseBF16Kernels(
+          *(*machine)->getMCSubtargetInfo(), lanes,
+          /*onHost=*/mcpu == "native" && mattr.empty(),
+          bf16Kernels == "always",
+          bf16Speedup > 0 ? std::optional<double>(bf16Speedup) : std::nullopt);
+      if (!choice.bf16)
+        options.precision = "f32";
+      llvm::WithColor::note(llvm::errs(), "vmoe-compile")
+          << "--precision=bf16: "
+          << (choice.bf16 ? (choice.dot ? "bf16 kernels with vdpbf16ps"
+                                        : "bf16 kernels with shift + fma")
+                          : "f32 kernels")
+          << " (" << choice.reason << ")\n";
+    }
     if (llvm::Error e = frontend::validateBuildOptions(*model, options))
       return fail(inputFile + ": " + llvm::toString(std::move(e)));
     module = frontend::buildModelModule(context, *model, options);
@@ -647,16 +684,12 @@ int main(int argc, char **argv) {
     // Models link the runtime, whose buffer cache keeps the forward pass's
     // buffers between calls; a .mlir input may be linked without it.
     pipeline.cachedBuffers = isModel;
-    const llvm::MCSubtargetInfo &cpu = *(*machine)->getMCSubtargetInfo();
-    pipeline.vectorWidth = vectorWidth                     ? vectorWidth
-                           : cpu.checkFeatures("+avx512f") ? 16
-                                                           : 8;
-    // vdpbf16ps on 512-bit vectors needs AVX512_BF16, on 256 or 128 bits
-    // AVX512VL too; elsewhere bf16 products take the shift + fma path.
+    pipeline.vectorWidth = lanes;
     pipeline.bf16Dot =
-        cpu.checkFeatures("+avx512bf16") &&
-        (pipeline.vectorWidth == 16 ? cpu.checkFeatures("+avx512f")
-                                    : cpu.checkFeatures("+avx512vl"));
+        mlir::vmoe::chooseBF16Kernels(*(*machine)->getMCSubtargetInfo(), lanes,
+                                      /*onHost=*/false, /*always=*/true,
+                                      std::nullopt)
+            .dot;
     mlir::vmoe::buildVMoECPUPipeline(pm, pipeline);
   }
   if (failed(pm.run(*module)))
