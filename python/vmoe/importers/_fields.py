@@ -1,7 +1,8 @@
 """The fields of a model description read as vmoe-compile's front end
 reads them (lib/Frontend/ModelDescription.cpp's FieldReader): types,
-ranges, choices, defaults, placement, capacity, groups, overrides and
-unknown fields, each error the compiler's one line naming the field.
+ranges, choices, defaults, placement, capacity, groups, overrides, the
+`preprocess` pipeline (preprocess.py) and unknown fields, each error the
+compiler's one line naming the field.
 `parse` returns the values with the compiler's defaults (for checks.py).
 """
 
@@ -9,6 +10,8 @@ import math
 
 from ..errors import ImporterError
 from .limits import MAX_CAPACITY_RATIO, MAX_DEPTH, MAX_DIMENSION, shortest
+from .preprocess import check as check_preprocess
+from .preprocess import parse as parse_preprocess
 
 __all__ = ["ACTIVATIONS", "ROUTINGS", "as_integer", "parse"]
 
@@ -333,6 +336,19 @@ def _patch_size(f):
     return size, size
 
 
+def _preprocess(f, m, has_input):
+    """ModelDescription.cpp's parsePreprocessField: the pipeline checked
+    against the image; its value_range and `input` both normalize."""
+    if "preprocess" not in f.obj:
+        f.seen.add("preprocess")
+        return
+    spec = parse_preprocess(f.string("preprocess"))
+    check_preprocess(spec, m["channels"], m["height"], m["width"])
+    if spec.value_range is not None and has_input:
+        f.fail("input", "not used with value_range in preprocess (both "
+                        "normalize the pixels: give one)")
+
+
 def parse(desc):
     """The description's values with the compiler's defaults filled in."""
     if not isinstance(desc, dict):
@@ -356,6 +372,7 @@ def parse(desc):
         if 0 in std:
             inputs.fail("std", "must not contain 0")
         inputs.reject_unknown()
+    _preprocess(f, m, source is not None)
     m["patch"] = _patch_size(f)
     m["d"] = f.integer("width", 1)
     m["depth"] = f.integer("depth", 1, maximum=MAX_DEPTH)

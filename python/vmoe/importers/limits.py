@@ -8,8 +8,8 @@ import math
 from ..errors import ImporterError
 
 __all__ = ["MAX_CAPACITY_RATIO", "MAX_DEPTH", "MAX_DIMENSION",
-           "MAX_TENSOR_ELEMENTS", "MAX_TOTAL_WEIGHTS", "integer", "number",
-           "shortest"]
+           "MAX_IMAGE_PIXELS", "MAX_IMAGE_SIDE", "MAX_TENSOR_ELEMENTS",
+           "MAX_TOTAL_WEIGHTS", "integer", "number", "shortest"]
 
 # include/vmoe/Support/Limits.h.
 MAX_DIMENSION = 1 << 24
@@ -17,6 +17,8 @@ MAX_TENSOR_ELEMENTS = 1 << 40
 MAX_TOTAL_WEIGHTS = 1 << 40
 MAX_DEPTH = 1024
 MAX_CAPACITY_RATIO = 4096.0
+MAX_IMAGE_SIDE = 65535
+MAX_IMAGE_PIXELS = 1 << 27
 
 
 def shortest(value):

@@ -5,8 +5,12 @@
 Every bad description of test/Frontend/*.test that vmoe-compile refuses at
 its default options (a `not vmoe-compile %t/NAME.json --emit=mlir` RUN line
 and its `PREFIX: error: {{.*}}NAME.json: MESSAGE` check) must be refused by
-check_description with the same MESSAGE; the limits of limits.test, applied
-to tiny-model.json with Inputs/set_fields.py's edits, likewise. Every valid
+check_description with the same MESSAGE (the descriptions are split-file
+sections, or lines of a cases file for Inputs/write_cases.py: the
+`preprocess` strings of preprocess.test), and every one it compiles
+(`vmoe-compile %t/NAME.json --emit=mlir`) must pass; the limits of
+limits.test, applied to tiny-model.json with Inputs/set_fields.py's edits,
+likewise. Every valid
 description of the repository (examples/, test/Tools/Inputs/) must pass,
 and the example weights must match the layout check_weights expects. Prints
 one line per group and FAIL lines; exits 1 on any failure.
@@ -23,6 +27,8 @@ from vmoe import safetensors
 from vmoe.importers import ImporterError, checks, common
 
 root = sys.argv[1]
+sys.path.insert(0, os.path.join(root, "test/Frontend/Inputs"))
+from set_fields import set_fields  # pylint: disable=wrong-import-position
 failures = []
 
 
@@ -60,28 +66,59 @@ def compare(label, desc, want):
         print(f"FAIL {label}: want /{want}/, got {got!r}")
 
 
+def case_descriptions(test, text, sections):
+    """{NAME.json: description} of a test: its split-file JSON sections,
+    and the descriptions Inputs/write_cases.py writes from a cases file
+    (preprocess.test)."""
+    descs = {}
+    for name, content in sections.items():
+        try:
+            descs[name] = json.loads(content)
+        except ValueError:
+            pass  # malformed JSON: the parser's, not a rule
+    for base, cases in re.findall(r"write_cases\.py (\S+)\s+%t/(\S+) %t",
+                                  text):
+        with open(base.replace("%S", os.path.dirname(test)),
+                  encoding="utf-8") as f:
+            base_desc = f.read()
+        for line in sections[cases].splitlines():
+            if not line.strip() or line.startswith("#"):
+                continue
+            name, *assignments = shlex.split(line)
+            descs[name + ".json"] = set_fields(json.loads(base_desc),
+                                               assignments)
+    return descs
+
+
 def frontend_cases():
-    count = 0
+    """(refusals compared, valid descriptions accepted)."""
+    count = accepted = 0
     for test in sorted(glob.glob(os.path.join(root, "test/Frontend/*.test"))):
         with open(test, encoding="utf-8") as f:
-            text = f.read()
-        sections = split_file(text)
+            text = f.read().replace("\\\nRUN:", "")
+        descs = case_descriptions(test, text, split_file(text))
         runs = re.findall(r"^RUN: not vmoe-compile %t/(\S+\.json) "
                           r"--emit=mlir 2>&1 \| FileCheck %s "
-                          r"--check-prefix=(\w+)$", text, re.M)
+                          r"--check-prefix=([\w-]+)$", text, re.M)
         for name, prefix in runs:
             check = re.search(rf"^{prefix}: error: \{{\{{\.\*\}}\}}"
-                              rf"{re.escape(name)}: (.*)$", text, re.M)
-            if name not in sections or check is None:
+                              rf"(?:{re.escape(name)})?: (.*)$", text, re.M)
+            if name not in descs or check is None:
                 continue
-            try:
-                desc = json.loads(sections[name])
-            except ValueError:
-                continue  # malformed JSON: the parser's, not a rule
-            compare(f"{os.path.basename(test)}:{name}", desc,
+            compare(f"{os.path.basename(test)}:{name}", descs[name],
                     pattern(check.group(1)))
             count += 1
-    return count
+        for name in re.findall(r"^RUN: vmoe-compile %t/(\S+\.json) "
+                               r"--emit=mlir(?: -o /dev/null| \||$)", text,
+                               re.M):
+            if name in descs:
+                got = refusal(descs[name])
+                if got is not None:
+                    failures.append(f"{os.path.basename(test)}:{name}")
+                    print(f"FAIL {os.path.basename(test)}:{name}: refused: "
+                          f"{got}")
+                accepted += 1
+    return count, accepted
 
 
 def limit_cases():
@@ -137,8 +174,10 @@ def valid_cases():
     return count
 
 
-print(f"description_rules: {frontend_cases()} refusals of test/Frontend "
-      "compared")
+refused, accepted = frontend_cases()
+print(f"description_rules: {refused} refusals of test/Frontend compared")
+print(f"description_rules: {accepted} valid descriptions of test/Frontend "
+      "accepted")
 print(f"description_rules: {limit_cases()} limits of limits.test compared")
 print(f"description_rules: {valid_cases()} valid descriptions accepted")
 print(f"description_rules: {len(failures)} failures")
