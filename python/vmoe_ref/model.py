@@ -38,6 +38,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from vmoe import safetensors
+from vmoe.errors import ImporterError
+from vmoe.importers.preprocess import parse as parse_preprocess
 
 from . import decoder, expertchoice, ops, softmoe
 from . import losses as aux_losses
@@ -49,7 +51,8 @@ TRAINING_NOISE_STD = 1.0
 # ---------------------------------------------------------------------------
 # Model description (ModelFormat §1)
 
-_TOP_FIELDS = ("format", "version", "name", "image", "input", "patch_size",
+_TOP_FIELDS = ("format", "version", "name", "image", "input", "preprocess",
+               "patch_size",
                "width", "depth", "heads", "mlp_dim", "classes", "class_names",
                "head", "final_norm", "representation_size",
                "layer_norm_epsilon", "norm", "mlp_activation", "dtype",
@@ -166,6 +169,12 @@ def parse_description(desc):
         if key == "std" and any(v == 0 for v in values):
             _fail("input.std", "must not contain 0")
         out["input"][key] = [float(v) for v in values]
+
+    # The image ops happen before the model (the runtime's); the reference
+    # takes images of the model's size and applies value_range.
+    if "preprocess" in desc:
+        value_range(desc)
+        out["preprocess"] = desc["preprocess"]
 
     out["patch_size"] = _patch_size(desc)
     for key in ("width", "depth", "heads", "mlp_dim", "classes"):
@@ -1254,10 +1263,27 @@ def load_model(description_path, weights_path):
 # ---------------------------------------------------------------------------
 # Evaluation (ModelFormat §4 normalization, padded batches, §5 stats)
 
-def normalize_images(images_uint8, mean, std):
-    """uint8 [N, C, H, W] -> float32 (p/255 - mean[c]) / std[c]."""
+def value_range(desc):
+    """(a, b) of the value_range op of the description's `preprocess`, or
+    None."""
+    if "preprocess" not in desc:
+        return None
+    try:
+        return parse_preprocess(desc["preprocess"]).value_range
+    except ImporterError as err:
+        raise DescriptionError(str(err)) from None
+
+
+def normalize_images(images_uint8, mean, std, bounds=None):
+    """uint8 [N, C, H, W] -> float32 (x - mean[c]) / std[c] with x = p/255,
+    or with value_range's bounds (a, b) x = a + (p/255)·(b - a), a and
+    b - a rounded to float32 (docs/ModelFormat.md §4)."""
     x = torch.as_tensor(np.asarray(images_uint8, dtype=np.uint8))
     x = x.float() / 255.0
+    if bounds is not None:
+        low, high = bounds
+        x = torch.tensor(low, dtype=torch.float32) + x * torch.tensor(
+            high - low, dtype=torch.float32)
     mean = torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1)
     std = torch.tensor(std, dtype=torch.float32).view(1, -1, 1, 1)
     return (x - mean) / std
@@ -1322,7 +1348,8 @@ def evaluate(model, images_uint8, mean=None, std=None, batch=None,
     with torch.no_grad():
         for start in range(0, n, batch):
             real = min(batch, n - start)
-            x = normalize_images(images[start:start + real], mean, std)
+            x = normalize_images(images[start:start + real], mean, std,
+                                 value_range(desc))
             if real < batch:
                 x = torch.cat([x, x.new_zeros((batch - real,) + x.shape[1:])])
             out, layers = model(

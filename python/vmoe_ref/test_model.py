@@ -156,6 +156,7 @@ def test_description_errors_name_the_field():
     expect(lambda d: d["moe"].update(every=2), "moe.every")
     expect(lambda d: d["moe"].update(capacity=4), "moe.capacity_ratio")
     expect(lambda d: d["moe"].update(group_tokens=7), "moe.group_tokens")
+    expect(lambda d: d.update(preprocess="decode|flip_lr"), "preprocess")
     parsed = model.parse_description(_DIGITS)
     assert parsed["moe"]["routing"] == "vanilla"
     assert parsed["layer_norm_epsilon"] == 1e-6
@@ -248,6 +249,27 @@ def test_patch_order():
     assert patches[0, 1].tolist() == [2, 3, 10, 11]
     assert patches[0, 4].tolist() == [16, 17, 24, 25]
     assert patches[1, 15].tolist() == [118, 119, 126, 127]
+
+
+def test_value_range():
+    """A description's value_range(-1, 1) normalizes as mean = std = 0.5
+    (docs/ModelFormat.md §4), bit for bit; other bounds as a + x·(b - a)."""
+    desc = copy.deepcopy(_DIGITS)
+    del desc["input"]
+    desc["preprocess"] = "decode|resize(8)|value_range(-1, 1)"
+    torch.manual_seed(5)
+    net = model.VMoE(desc).eval()
+    assert model.value_range(net.desc) == (-1.0, 1.0)
+    images = np.random.default_rng(1).integers(0, 256, (4, 1, 8, 8),
+                                               dtype=np.uint8)
+    x = model.normalize_images(images, [0.0], [1.0], (-1.0, 1.0))
+    assert torch.equal(x, model.normalize_images(images, [0.5], [0.5]))
+    logits, _ = model.evaluate(net, images, batch=4)
+    with torch.no_grad():
+        assert np.array_equal(logits, net(x)[0].numpy())
+    x = model.normalize_images(images, [0.0], [1.0], (2.0, 4.5))
+    assert torch.equal(x, 2.0 + torch.from_numpy(images).float() / 255.0
+                       * 2.5)
 
 
 def test_evaluate_pads_and_counts():

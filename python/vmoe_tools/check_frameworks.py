@@ -108,7 +108,10 @@ def check_timm(args):
                 torch.save(state, path)
             else:
                 save_file(state, path)
-            got = _compile_and_run(args, work, ["timm", path, "--heads", "4"],
+            # The images have the model's size and stay so: not timm's
+            # evaluation transform (resize and crop).
+            got = _compile_and_run(args, work, ["timm", path, "--heads", "4",
+                                                "--preprocess", "decode"],
                                    raw)
             diff = float(np.abs(got - want).max())
             ok &= diff <= args.atol

@@ -303,7 +303,10 @@ def _timm_checkpoint(case, work, seed):
     images = _normalize(_images(kwargs["channels"], kwargs["image_size"]))
     with torch.no_grad():
         ref = net(torch.from_numpy(images)).double().numpy()
-    args = ["timm", path, "--heads", str(kwargs["heads"])] + options
+    # The PNGs have the model's size and are compared unresized: not
+    # timm's evaluation transform, which would resize and crop them.
+    args = ["timm", path, "--heads", str(kwargs["heads"]), "--preprocess",
+            "decode"] + options
     return args, images, ref, "masked"
 
 

@@ -90,7 +90,8 @@ def routing_margin(net, images, batch, capacity_ratio, padding,
     moe = desc["moe"]
     k = moe.get("k", 1)
     x_all = vmodel.normalize_images(images, desc["input"]["mean"],
-                                    desc["input"]["std"])
+                                    desc["input"]["std"],
+                                    vmodel.value_range(desc))
     margin = math.inf
     net.eval()
     with torch.no_grad():

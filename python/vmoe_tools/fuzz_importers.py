@@ -146,6 +146,10 @@ def _seed_descriptions(tmp):
     path, _ = helpers.flax_checkpoint(tmp)
     desc, _ = flax.import_flax(path, helpers.CONFIG)
     seeds.append(json.dumps(desc).encode())
+    # A `preprocess` with a resize_small and a crop, and `input`.
+    desc, _ = timm.import_timm(helpers.write_timm(tmp, helpers.timm_state()),
+                               heads=2)
+    seeds.append(json.dumps(desc).encode())
     return seeds
 
 # -- running one input ------------------------------------------------------

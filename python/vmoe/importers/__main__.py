@@ -65,11 +65,17 @@ def _parser():
     common.add_argument("--name", help="model name (default: the file's)")
     common.add_argument("--image-size", type=_image_size, metavar="HxW",
                         help="input size (default: a square patch grid)")
-    common.add_argument("--mean", type=_floats, default=[0.5],
-                        help="input normalization mean, 1 or C values "
-                             "(default 0.5)")
-    common.add_argument("--std", type=_floats, default=[0.5],
-                        help="input normalization std (default 0.5)")
+    common.add_argument("--preprocess", metavar="SPEC",
+                        help="the description's image preprocessing, e.g. "
+                             "'decode|resize_small(256)|central_crop(224)|"
+                             "value_range(-1, 1)' (default: the model's "
+                             "evaluation pipeline; docs/ModelFormat.md §4)")
+    common.add_argument("--mean", type=_floats,
+                        help="input normalization mean, 1 or C values, "
+                             "instead of the pipeline's value_range "
+                             "(default: the model's; 0.5 beside --std)")
+    common.add_argument("--std", type=_floats,
+                        help="input normalization std (as --mean)")
     common.add_argument("--layer-norm-epsilon",
                         type=_option(number, above=0.0), default=1e-6,
                         help="LayerNorm epsilon, finite and > 0 (default "
@@ -98,6 +104,11 @@ def _parser():
                       help="timm's global_pool (default: from the keys)")
     timm.add_argument("--mlp-activation", default="gelu_erf",
                       choices=("gelu_erf", "gelu_tanh"))
+    timm.add_argument("--pretrained-cfg", metavar="JSON",
+                      help="the model's pretrained_cfg (the hub's "
+                           "config.json): its evaluation transform and "
+                           "mean/std (default: timm's defaults, crop_pct "
+                           "0.875, mean = std = 0.5)")
     return parser
 
 
@@ -106,12 +117,15 @@ def _convert(args):
     common = {"image_size": args.image_size, "mean": args.mean,
               "std": args.std, "name": args.name,
               "layer_norm_epsilon": args.layer_norm_epsilon,
-              "mlp_activation": args.mlp_activation}
+              "mlp_activation": args.mlp_activation,
+              "preprocess": args.preprocess}
     if args.format == "flax":
         desc, tensors = import_flax(args.checkpoint, args.config, **common)
     else:
         desc, tensors = import_timm(args.checkpoint, heads=args.heads,
-                                    global_pool=args.global_pool, **common)
+                                    global_pool=args.global_pool,
+                                    pretrained_cfg=args.pretrained_cfg,
+                                    **common)
     if args.upcycle is not None:
         desc, tensors = upcycle(desc, tensors, args.upcycle)
     folder = os.path.dirname(args.output)
@@ -143,7 +157,8 @@ def main(argv=None):
           f"{len(tensors)} tensors, depth {desc['depth']}, width "
           f"{desc['width']}, head {desc['head']}"
           + (f", MoE in blocks {_blocks(desc)} (E={moe['num_experts']}, "
-             f"{_choices(moe)})" if moe else ", dense"))
+             f"{_choices(moe)})" if moe else ", dense")
+          + f", preprocess '{desc['preprocess']}'")
     return 0
 
 

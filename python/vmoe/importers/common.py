@@ -16,12 +16,14 @@ import math
 
 import numpy as np
 
+from .. import _json
+from .._files import open_regular
 from ..errors import ImporterError
 from .checks import check_description
 from .limits import number
 
 __all__ = ["ImporterError", "Params", "check_weights", "describe_failure",
-           "description", "guarded", "write_model"]
+           "description", "guarded", "read_json", "write_model"]
 
 
 def describe_failure(err):
@@ -108,20 +110,23 @@ def square_grid(patches, what):
     return side
 
 
-def description(*, name, image, channels, mean, std, patch, width, depth,
+def description(*, name, image, channels, pipeline, patch, width, depth,
                 heads, mlp_dim, classes, head, final_norm="tokens",
                 representation_size=None, layer_norm_epsilon=1e-6,
                 mlp_activation="gelu_tanh", moe=None):
-    """A model description dict (docs/ModelFormat.md §1)."""
+    """A model description dict (docs/ModelFormat.md §1); `pipeline`: its
+    `preprocess` and optional `input` (evaluation.pipeline_fields)."""
     height, image_width = image
     desc = {"format": "vmoe-model", "version": 1, "name": name,
             "image": {"height": height, "width": image_width,
-                      "channels": channels},
-            "input": {"mean": list(mean), "std": list(std)},
-            "patch_size": (patch[0] if patch[0] == patch[1]
-                           else list(patch)),
-            "width": width, "depth": depth, "heads": heads,
-            "mlp_dim": mlp_dim, "classes": classes, "head": head}
+                      "channels": channels}}
+    if "input" in pipeline:
+        desc["input"] = pipeline["input"]
+    desc.update({"preprocess": pipeline["preprocess"],
+                 "patch_size": (patch[0] if patch[0] == patch[1]
+                                else list(patch)),
+                 "width": width, "depth": depth, "heads": heads,
+                 "mlp_dim": mlp_dim, "classes": classes, "head": head})
     if final_norm != "tokens":
         desc["final_norm"] = final_norm
     if representation_size:
@@ -134,12 +139,31 @@ def description(*, name, image, channels, mean, std, patch, width, depth,
     return desc
 
 
+_MAX_JSON_BYTES = 1 << 24
+
+
+def read_json(path, what):
+    """The JSON value of the regular file `path` (`what` it should be, for
+    the size error): UTF-8, at most 16 MiB, 64 levels, finite numbers
+    (docs/Limits.md)."""
+    try:
+        with open_regular(path, ImporterError) as f:
+            data = f.read(_MAX_JSON_BYTES + 1)
+    except OSError as err:
+        raise ImporterError(f"{path}: cannot read ({err.strerror or err})"
+                            ) from None
+    if len(data) > _MAX_JSON_BYTES:
+        raise ImporterError(f"{path}: over {_MAX_JSON_BYTES >> 20} MiB, not "
+                            f"a {what}")
+    return _json.parse(data, path, ImporterError)
+
+
 def channel_values(values, channels, what):
     """Per-channel mean or std: one value repeated, or one per channel,
     each finite (std: not 0)."""
     values = [number(v, what) for v in values]
-    if what == "std" and 0 in values:
-        raise ImporterError("std: must not contain 0")
+    if what.endswith("std") and 0 in values:
+        raise ImporterError(f"{what}: must not contain 0")
     if len(values) == 1:
         values *= channels
     if len(values) != channels:

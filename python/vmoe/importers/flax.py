@@ -42,10 +42,13 @@ import os
 
 import numpy as np
 
-from .common import ImporterError, Params, channel_values, description, \
-    square_grid
+from .common import ImporterError, Params, description, square_grid
+from .evaluation import default_flax, pipeline_fields
 from .flax_checkpoint import load_checkpoint
-from .flax_config import Config, check_model, load_config, moe_settings
+from .flax_config import Config, check_model, load_config, moe_settings, \
+    split_config
+from .preprocess import evaluation_ops
+from .preprocess import parse as parse_preprocess
 
 __all__ = ["import_flax", "load_checkpoint"]
 
@@ -275,17 +278,23 @@ def _map_head(params, scheme, width, heads, mlp_dim, out, path):
     return hidden
 
 
-def import_flax(path, config=None, *, image_size=None, mean=(0.5,),
-                std=(0.5,), name=None, layer_norm_epsilon=1e-6,
-                mlp_activation="gelu_tanh"):
+def import_flax(path, config=None, *, image_size=None, mean=None,
+                std=None, name=None, layer_norm_epsilon=1e-6,
+                mlp_activation="gelu_tanh", preprocess=None):
     """(description, {vmoe name: float32 array}) of a Flax checkpoint.
 
-    config: V-MoE model config dict, the path of its JSON, or a released
+    config: V-MoE config dict (config.model, or a whole training config
+    with `model` and `dataset`), the path of its JSON, or a released
     checkpoint's name (released.py); image_size: (height, width) when the
-    patch grid is not square; mean/std: input normalization (default
-    value_range(-1, 1): 0.5 and 0.5).
+    patch grid is not square; preprocess: the description's `preprocess`
+    (default: the image ops of the config's evaluation `process`, else
+    decode|resize(S)|value_range(-1, 1)); mean/std: input normalization
+    instead of the pipeline's value_range (evaluation.pipeline_fields).
     """
-    cfg = Config(load_config(config))
+    if preprocess is not None:
+        parse_preprocess(preprocess, "--preprocess")
+    model_config, process, process_field = split_config(load_config(config))
+    cfg = Config(model_config)
     tensors = load_checkpoint(path)
     params = Params(tensors, path)
     scheme = _SCHEMES[_scheme(params)]
@@ -327,10 +336,19 @@ def import_flax(path, config=None, *, image_size=None, mean=(0.5,),
     check_model(cfg, width=width, depth=depth, heads=heads, mlp_dim=mlp_dim,
                 classes=kernel.shape[1], head=head, patch=patch,
                 representation=representation, mlp_checked=mlp_checked)
+    if preprocess is not None:
+        pipeline, what = preprocess, "--preprocess"
+    elif process is not None:
+        pipeline, what = evaluation_ops(process, process_field), \
+            process_field
+    else:
+        pipeline, what = default_flax(*image), "preprocess"
     desc = description(
         name=name or _model_name(path), image=image, channels=channels,
-        mean=channel_values(mean, channels, "mean"),
-        std=channel_values(std, channels, "std"), patch=patch,
+        pipeline=pipeline_fields(pipeline, what, channels=channels,
+                                 image=image, mean=mean, std=std,
+                                 explicit=preprocess is not None),
+        patch=patch,
         width=width, depth=depth, heads=heads, mlp_dim=mlp_dim,
         classes=kernel.shape[1], head=head,
         representation_size=representation,

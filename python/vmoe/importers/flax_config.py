@@ -1,6 +1,12 @@
 """V-MoE's model config (`config.model` of its configs, as JSON) for the
 Flax importer: loading, typed fields, and the description's `moe` object.
 
+A whole training config (JSON with a `model` object, e.g. ml_collections'
+`get_config().to_json()`) gives its `model` with `evaluate.model_overrides`
+applied, and the evaluation pipeline of `dataset.test.process` (else
+`dataset.val`, else the first other entry but `train` with a `process`);
+its other fields are training settings, not read (split_config).
+
 Every field is read or explicitly ignored (training, initialization or
 partitioning only); an unknown field, a value of the wrong type, NaN or
 infinity, k = 0 or k > E, an unknown capacity rule ... is an
@@ -24,13 +30,11 @@ import json
 import math
 import os
 
-from .. import _json
-from .._files import open_regular
 from . import released
-from .common import ImporterError
+from .common import ImporterError, read_json
 
-__all__ = ["Config", "load_config", "moe_settings", "check_model",
-           "ROUTERS"]
+__all__ = ["Config", "load_config", "split_config", "moe_settings",
+           "check_model", "ROUTERS"]
 
 ROUTERS = {"NoisyTopExpertsPerItemRouter": "token",
            "NoisyTopItemsPerExpertRouter": "expert_choice",
@@ -56,8 +60,6 @@ _IGNORED_BY_FAMILY = {
     "soft": ("partition_spec", "precision", "compute_similarity_metrics"),
 }
 
-_MAX_BYTES = 1 << 24
-
 
 def load_config(config):
     """The config dict of `config`: a dict, the name of a released
@@ -79,21 +81,48 @@ def load_config(config):
         raise ImporterError(f"config: {config!r}: no such file, nor a "
                             "released checkpoint's name ("
                             + ", ".join(released.CONFIGS) + ")")
-    try:
-        with open_regular(config, ImporterError) as f:
-            data = f.read(_MAX_BYTES + 1)
-    except OSError as err:
-        raise ImporterError(f"{config}: cannot read ({err.strerror or err})"
-                            ) from None
-    if len(data) > _MAX_BYTES:
-        raise ImporterError(f"{config}: over {_MAX_BYTES >> 20} MiB, not a "
-                            "model config")
-    # UTF-8, at most 64 levels, finite numbers (docs/Limits.md).
-    value = _json.parse(data, config, ImporterError)
+    value = read_json(config, "model config")
     if not isinstance(value, dict):
         raise ImporterError(f"{config}: must be a JSON object (config.model"
                             ")")
     return value
+
+
+def _merged(base, override):
+    """`base` with the fields of `override` replaced, objects merged."""
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and \
+            isinstance(out.get(key), dict) else value
+    return out
+
+
+def split_config(value):
+    """(config.model, evaluation `process` or None, its field) of a loaded
+    config: a whole training config (a `model` object) or config.model."""
+    if not isinstance(value, dict) or not isinstance(value.get("model"),
+                                                     dict):
+        return value, None, None
+    model = value["model"]
+    overrides = (value.get("evaluate") or {})
+    overrides = overrides.get("model_overrides") \
+        if isinstance(overrides, dict) else None
+    if overrides is not None:
+        if not isinstance(overrides, dict):
+            raise ImporterError("config: evaluate.model_overrides: expected "
+                                f"an object, got {_show(overrides)}")
+        model = _merged(model, overrides)
+    datasets = value.get("dataset") or {}
+    if not isinstance(datasets, dict):
+        raise ImporterError(f"config: dataset: expected an object, got "
+                            f"{_show(datasets)}")
+    names = [n for n in ("test", "val") if n in datasets] + [
+        n for n in datasets if n not in ("test", "val", "train")]
+    for name in names:
+        entry = datasets[name]
+        if isinstance(entry, dict) and "process" in entry:
+            return model, entry["process"], f"config: dataset.{name}.process"
+    return model, None, None
 
 
 def _is_int(value):

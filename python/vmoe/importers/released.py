@@ -9,6 +9,11 @@ file's own changes), as a JSON-able dict. Where the training config
 overrides the model for evaluation (`config.evaluate.model_overrides`),
 the override is applied: the capacity factor the published accuracy was
 measured with. The importer checks every size against the weights.
+`config(NAME)` is the checkpoint's whole config as far as the importer
+reads it: `model`, and the evaluation `process` string of `dataset.test`
+(`dataset.val` for the ImageNet-21k pre-training, which has no test set),
+copied from the config file with its label ops (flax_config.split_config
+keeps the image ops).
 
 vmoe_s32_last2_ilsvrc2012_randaug_medium has no config file in the
 repository; its README entry differs from ..._light1 only in the epochs
@@ -19,7 +24,7 @@ and the augmentation, so it takes light1's model config. E^3 checkpoints
 import copy
 import math
 
-__all__ = ["CONFIGS", "config", "ENSEMBLES"]
+__all__ = ["CONFIGS", "EVALUATION", "config", "ENSEMBLES"]
 
 _VARIANTS = {  # hidden_size, num_layers, mlp_dim, num_heads
     "S": (512, 8, 2048, 8), "B": (768, 12, 3072, 12),
@@ -87,9 +92,34 @@ CONFIGS = {
 }
 CONFIGS["vmoe_b16_imagenet21k_randaug_strong"]["head_bias_init"] = -10.0
 
+_LABELS_1K = 'onehot(1000, inkey="label", outkey="labels")|keep("image", ' \
+    '"labels")'
+_EVAL_224 = "decode|resize_small(256)|central_crop(224)|value_range(-1,1)"
+_EVAL_384 = "decode|resize(384)|value_range(-1,1)"
+# (dataset entry, its process) of each config file: get_data_params_eval
+# of ..._light1.py, get_data_eval_config of the _ft_ files, dataset.val of
+# pretrain_imagenet21k.py.
+EVALUATION = {
+    "vmoe_s32_last2_ilsvrc2012_randaug_light1": (
+        "test", f"{_EVAL_224}|{_LABELS_1K}"),
+    "vmoe_s32_last2_ilsvrc2012_randaug_medium": (
+        "test", f"{_EVAL_224}|{_LABELS_1K}"),
+    "vmoe_s32_last2_ilsvrc2012_randaug_light1_ft_ilsvrc2012": (
+        "test", f"{_EVAL_384}|{_LABELS_1K}"),
+    "vmoe_b16_imagenet21k_randaug_strong": (
+        "val", f'{_EVAL_224}|onehot(21843)|keep("image", "labels")'),
+    "vmoe_b16_imagenet21k_randaug_strong_ft_ilsvrc2012": (
+        "test", f"{_EVAL_384}|{_LABELS_1K}"),
+}
+
 ENSEMBLES = ("eee_s32_last2_ilsvrc2012", "eee_s32_last2_ilsvrc2012_ft_cifar100")
 
 
 def config(name):
-    """A copy of the released checkpoint NAME's model config, or None."""
-    return copy.deepcopy(CONFIGS[name]) if name in CONFIGS else None
+    """The released checkpoint NAME's config ({model, dataset: {entry:
+    {process}}}, a copy), or None."""
+    if name not in CONFIGS:
+        return None
+    entry, process = EVALUATION[name]
+    return {"model": copy.deepcopy(CONFIGS[name]),
+            "dataset": {entry: {"process": process}}}

@@ -30,6 +30,7 @@ import numpy as np
 from vmoe import importers
 from vmoe.importers import __main__ as cli
 from vmoe.importers import flax_checkpoint, flax_config, partitioned
+from vmoe.importers.preprocess import evaluation_ops
 from vmoe_ref import selftest
 from vmoe_tools import flax_files, flax_layout
 
@@ -620,19 +621,32 @@ def test_dense_checkpoint_moe_config():
 
 
 def test_released_configs():
+    """Each released config's model, and its evaluation pipeline as the
+    config files of vmoe/configs/vmoe_paper/ write it: fine-tuned at 384
+    px a bilinear resize, pre-trained at 224 px shorter side 256 and a
+    central crop."""
     for name, config in flax_config.released.CONFIGS.items():
-        cfg = flax_config.Config(flax_config.load_config(name))
+        model, process, field = flax_config.split_config(
+            flax_config.load_config(name))
+        cfg = flax_config.Config(model)
         moe = cfg.config["encoder"]["moe"]
         side = 384 if "_ft_" in name else 224
         patch = cfg.config["patch_size"][0]
         assert moe["group_size"] == 8 * ((side // patch) ** 2 + 1), name
         assert cfg.config == config
+        want = "decode|resize(384)|value_range(-1,1)" if side == 384 else \
+            "decode|resize_small(256)|central_crop(224)|value_range(-1,1)"
+        assert evaluation_ops(process, field) == want, (name, process)
+        assert field == ("config: dataset.val.process" if "21k" in name
+                         and side == 224 else
+                         "config: dataset.test.process"), (name, field)
     s32 = flax_config.load_config(
-        "vmoe_s32_last2_ilsvrc2012_randaug_light1_ft_ilsvrc2012")
+        "vmoe_s32_last2_ilsvrc2012_randaug_light1_ft_ilsvrc2012")["model"]
     assert s32["encoder"]["moe"]["layers"] == [5, 7]
     assert s32["encoder"]["moe"]["group_size"] == 8 * (12 * 12 + 1)
     assert s32["representation_size"] is None
-    b16 = flax_config.load_config("vmoe_b16_imagenet21k_randaug_strong")
+    b16 = flax_config.load_config(
+        "vmoe_b16_imagenet21k_randaug_strong")["model"]
     assert b16["encoder"]["moe"]["layers"] == [1, 3, 5, 7, 9, 11]
     assert b16["num_classes"] == 21843
 

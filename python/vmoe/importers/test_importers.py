@@ -335,6 +335,171 @@ def test_command_line():
         lines = stderr.getvalue().splitlines()
         assert len(lines) == 1 and lines[0].startswith(
             "vmoe.importers: error: --heads 3"), lines
+        # --preprocess: written as given; a bad one writes nothing.
+        spec = "decode|resize_small(12)|central_crop(8)|value_range(-1, 1)"
+        other = os.path.join(tmp, "other")
+        stdout = io.StringIO()
+        with contextlib.redirect_stdout(stdout):
+            status = cli.main(["timm", path, "--heads", "2", "-o", other,
+                               "--preprocess", spec])
+        assert status == 0 and f", preprocess '{spec}'" in stdout.getvalue()
+        with open(other + ".json") as f:
+            written = json.load(f)
+        assert written["preprocess"] == spec and "input" not in written
+        os.remove(other + ".json")
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            status = cli.main(["timm", path, "--heads", "2", "-o", other,
+                               "--preprocess", "decode|resize(16)"])
+        lines = stderr.getvalue().splitlines()
+        assert status == 1 and lines == [
+            "vmoe.importers: error: --preprocess: the pipeline must end "
+            "with a resize or central_crop to the model's 8x8 (height x "
+            "width), got 16x16"], lines
+        assert not os.path.exists(other + ".json")
+
+
+# A whole V-MoE training config (config.to_json()): the model, training
+# and evaluation pipelines with their label ops, the evaluation's capacity.
+_LABELS = 'onehot(3, inkey="label", outkey="labels")|keep("image", "labels")'
+_WHOLE_CONFIG = {
+    "model": _CONFIG,
+    "dataset": {
+        "train": {"process": "decode_jpeg_and_inception_crop(8)|flip_lr|"
+                             f"randaug(2, 10)|value_range(-1,1)|{_LABELS}"},
+        "test": {"process": "decode|resize_small(10)|central_crop(8)|"
+                            f"value_range(-1,1)|{_LABELS}"}},
+    "evaluate": {"model_overrides": {"encoder": {"moe": {"router": {
+        "dispatcher": {"capacity_factor": 2.0}}}}}},
+    "optimizer": {"name": "adam"}}
+
+
+def test_flax_preprocess():
+    """The Flax importer writes the config's evaluation pipeline (its image
+    ops), else V-MoE's default; --preprocess, --mean/--std replace them;
+    a bad pipeline is one line naming where it came from."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path, _ = _flax(tmp)
+        desc, _ = importers.import_flax(path, _CONFIG)
+        assert desc["preprocess"] == "decode|resize(8)|value_range(-1, 1)"
+        assert "input" not in desc
+        config = os.path.join(tmp, "config.json")
+        with open(config, "w") as f:
+            json.dump(_WHOLE_CONFIG, f)
+        desc, _ = importers.import_flax(path, config)
+        assert desc["preprocess"] == \
+            "decode|resize_small(10)|central_crop(8)|value_range(-1,1)"
+        assert desc["moe"]["capacity_ratio"] == 2.0 and "input" not in desc
+        desc, _ = importers.import_flax(path, config, mean=[0.25], std=[2])
+        assert desc["preprocess"] == "decode|resize_small(10)|central_crop(8)"
+        assert desc["input"] == {"mean": [0.25], "std": [2.0]}
+        desc, _ = importers.import_flax(path, config, preprocess="decode")
+        assert desc["preprocess"] == "decode" and "input" not in desc
+        whole = json.loads(json.dumps(_WHOLE_CONFIG))
+        test = whole["dataset"]["test"]
+        for process, fragment in (
+                (f"decode|flip_lr|resize(8)|{_LABELS}",
+                 "config: dataset.test.process: flip_lr is a random "
+                 "training augmentation, not an evaluation op (op 2: "
+                 "'flip_lr')"),
+                (f"decode|resize(8)|{_LABELS}|standardize()",
+                 "config: dataset.test.process: unknown op 'standardize' "
+                 "(known: decode, resize, resize_small, central_crop, "
+                 "value_range) (op 5: 'standardize()')"),
+                ("decode|resize(384)|value_range(-1,1)",
+                 "config: dataset.test.process: the pipeline must end with "
+                 "a resize or central_crop to the model's 8x8 (height x "
+                 "width), got 384x384")):
+            test["process"] = process
+            text = _expect_error(lambda: importers.import_flax(path, whole),
+                                 fragment)
+            assert text == fragment, text
+        # The override is the way around an unsupported pipeline.
+        desc, _ = importers.import_flax(path, whole,
+                                        preprocess="decode|resize(8)")
+        assert desc["preprocess"] == "decode|resize(8)"
+        _expect_error(lambda: importers.import_flax(
+            path, _CONFIG, preprocess="decode|resize(8)|value_range(0, 1)",
+            mean=[0.5]), "--mean/--std: not used with value_range in "
+            "--preprocess")
+        _expect_error(lambda: importers.import_flax(
+            path, _CONFIG, preprocess="decode(channels=3)|resize(8)"),
+            "--preprocess: decode(channels=3): the model takes 1-channel "
+            "images")
+        # Checked before the checkpoint is read.
+        _expect_error(lambda: importers.import_flax(
+            os.path.join(tmp, "missing.npz"), _CONFIG,
+            preprocess="decode|resize(8, method='bicubic')"),
+            "--preprocess: resize: method='bicubic' is not supported (only "
+            "'bilinear') (op 2: 'resize(8, method='bicubic')')")
+
+
+def test_released_preprocess():
+    """What import_flax writes for each released checkpoint: the image ops
+    of its config's evaluation pipeline, checked against its image."""
+    from vmoe.importers import evaluation, flax_config, preprocess
+    want = {224: "decode|resize_small(256)|central_crop(224)|"
+                 "value_range(-1,1)",
+            384: "decode|resize(384)|value_range(-1,1)"}
+    for name in flax_config.released.CONFIGS:
+        _, process, field = flax_config.split_config(
+            flax_config.load_config(name))
+        side = 384 if "_ft_" in name else 224
+        fields = evaluation.pipeline_fields(
+            preprocess.evaluation_ops(process, field), field, channels=3,
+            image=(side, side))
+        assert fields == {"preprocess": want[side]}, (name, fields)
+
+
+def test_timm_preprocess():
+    """timm's evaluation transform from its pretrained_cfg (timm's
+    defaults without one): shorter side floor(S / crop_pct), a central
+    crop, its mean and std as `input`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = _write_timm(tmp, _timm_state())
+        desc, _ = importers.import_timm(path, heads=2)
+        assert desc["preprocess"] == "decode|resize_small(9)|central_crop(8)"
+        assert desc["input"] == {"mean": [0.5] * 3, "std": [0.5] * 3}
+        hub = os.path.join(tmp, "config.json")
+        with open(hub, "w") as f:
+            json.dump({"architecture": "vit_tiny", "num_classes": 3,
+                       "pretrained_cfg": {
+                           "input_size": [3, 8, 8], "crop_pct": 0.5,
+                           "crop_mode": "center", "interpolation": "bicubic",
+                           "mean": [0.485, 0.456, 0.406],
+                           "std": [0.229, 0.224, 0.225]}}, f)
+        desc, _ = importers.import_timm(path, heads=2, pretrained_cfg=hub)
+        assert desc["preprocess"] == \
+            "decode|resize_small(16)|central_crop(8)"
+        assert desc["input"] == {"mean": [0.485, 0.456, 0.406],
+                                 "std": [0.229, 0.224, 0.225]}
+        desc, _ = importers.import_timm(
+            path, heads=2, mean=[0.5], pretrained_cfg={
+                "crop_pct": 0.9, "crop_mode": "squash", "std": [0.25]})
+        assert desc["preprocess"] == "decode|resize(8)|central_crop(8)"
+        assert desc["input"] == {"mean": [0.5] * 3, "std": [0.25] * 3}
+        desc, _ = importers.import_timm(
+            path, heads=2, preprocess="decode|resize(8)|value_range(-1, 1)")
+        assert desc["preprocess"] == "decode|resize(8)|value_range(-1, 1)"
+        assert "input" not in desc
+        for cfg, fragment in (
+                ({"input_size": [3, 16, 16]}, "pretrained_cfg.input_size: "
+                 "[3, 16, 16], the weights are for 3x8x8 images"),
+                ({"crop_mode": "border"}, "pretrained_cfg: crop_mode "
+                 "'border' is not supported (center or squash); give "
+                 "--preprocess"),
+                ({"crop_pct": 2}, "pretrained_cfg.crop_pct: expected a "
+                 "number in (0, 1], got 2"),
+                ({"mean": [0.5, 0.5]}, "pretrained_cfg.mean: give 1 or 3 "
+                 "values, got 2"),
+                ([1], "pretrained_cfg: must be a JSON object")):
+            _expect_error(lambda: importers.import_timm(
+                path, heads=2, pretrained_cfg=cfg), fragment)
+        with open(hub, "w") as f:
+            f.write('{"pretrained_cfg": {"std": [0, 1, 1]}}')
+        _expect_error(lambda: importers.import_timm(
+            path, heads=2, pretrained_cfg=hub), f"{hub}: pretrained_cfg.std: "
+            "must not contain 0")
 
 
 def run_tests(module_name, namespace):

@@ -26,6 +26,12 @@ LayerNorm epsilon 1e-6 and exact (erf) GELU, as options. Register tokens,
 qk-norm, norm_pre, per-layer q/v biases and pooling a class token model
 by mean or attention (timm then leaves the class token out) are refused
 with a one-line error.
+
+The image preprocessing is timm's evaluation transform from the model's
+pretrained_cfg (--pretrained-cfg: the Hugging Face hub's config.json of a
+timm model, or the pretrained_cfg as JSON): input_size, crop_pct,
+crop_mode, mean and std; without it timm's defaults (crop_pct 0.875,
+center crop) and mean = std = 0.5 (evaluation.timm_eval).
 """
 
 import os
@@ -34,7 +40,9 @@ import numpy as np
 
 from . import _safetensors, _torch
 from .common import ImporterError, Params, channel_values, description, \
-    square_grid
+    read_json, square_grid
+from .evaluation import pipeline_fields, timm_eval
+from .preprocess import parse as parse_preprocess
 
 __all__ = ["import_timm", "load_state_dict"]
 
@@ -66,6 +74,69 @@ def load_state_dict(path):
     return out
 
 
+def load_pretrained_cfg(source):
+    """(fields, label) of timm's pretrained_cfg: a dict, or a JSON file
+    holding a `pretrained_cfg` object (the hub's config.json) or the
+    pretrained_cfg itself; the fields the evaluation transform uses, each
+    checked (None when absent or null), the others ignored."""
+    fields = dict.fromkeys(("input_size", "crop_pct", "crop_mode", "mean",
+                            "std"))
+    if source is None:
+        return fields, "pretrained_cfg"
+    label = f"{source}: pretrained_cfg" if isinstance(source, str) else \
+        "pretrained_cfg"
+    value = read_json(source, "timm config") if isinstance(source, str) \
+        else source
+    if isinstance(value, dict) and isinstance(value.get("pretrained_cfg"),
+                                              dict):
+        value = value["pretrained_cfg"]
+    if not isinstance(value, dict):
+        raise ImporterError(f"{label}: must be a JSON object")
+    for key in fields:
+        fields[key] = value.get(key)
+    size = fields["input_size"]
+    if size is not None and not (
+            isinstance(size, list) and len(size) == 3 and all(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1
+                for v in size)):
+        raise ImporterError(f"{label}.input_size: expected [C, H, W], got "
+                            f"{size!r}")
+    pct = fields["crop_pct"]
+    if pct is not None and (isinstance(pct, bool) or not isinstance(
+            pct, (int, float)) or not 0 < pct <= 1):
+        raise ImporterError(f"{label}.crop_pct: expected a number in (0, "
+                            f"1], got {pct!r}")
+    for key in ("mean", "std"):
+        if fields[key] is not None and not isinstance(fields[key], list):
+            raise ImporterError(f"{label}.{key}: expected a list of "
+                                f"numbers, got {fields[key]!r}")
+    return fields, label
+
+
+def _pipeline(cfg, label, preprocess, image, channels, mean, std):
+    """The description's `preprocess` and `input` (evaluation.py) from
+    load_pretrained_cfg's (cfg, label)."""
+    if cfg["input_size"] is not None and \
+            cfg["input_size"] != [channels, *image]:
+        raise ImporterError(f"{label}.input_size: {cfg['input_size']}, the "
+                            f"weights are for {channels}x{image[0]}x"
+                            f"{image[1]} images")
+    fallback = tuple(
+        channel_values(cfg[key], channels, f"{label}.{key}")
+        if cfg[key] is not None else (0.5,) for key in ("mean", "std"))
+    if preprocess is not None:
+        pipeline, what = preprocess, "--preprocess"
+    else:
+        pipeline = timm_eval(*image, cfg["crop_pct"], cfg["crop_mode"],
+                             label)
+        what = label if any(v is not None for v in cfg.values()) else \
+            "preprocess"
+    return pipeline_fields(pipeline, what, channels=channels, image=image,
+                           mean=mean, std=std,
+                           explicit=preprocess is not None,
+                           fallback=fallback)
+
+
 def _linear(params, prefix, d_in=None, d_out=None, bias=True):
     """A torch Linear [out, in] as a kernel [in, out] and bias [out]."""
     weight = params.take(prefix + ".weight", (d_out, d_in))
@@ -88,13 +159,20 @@ def _refuse(params, prefix, what):
 
 
 def import_timm(path, *, heads, global_pool=None, image_size=None,
-                mean=(0.5,), std=(0.5,), name=None, layer_norm_epsilon=1e-6,
-                mlp_activation="gelu_erf"):
+                mean=None, std=None, name=None, layer_norm_epsilon=1e-6,
+                mlp_activation="gelu_erf", preprocess=None,
+                pretrained_cfg=None):
     """(description, {vmoe name: float32 array}) of a timm ViT state dict.
 
     global_pool: "token", "avg" or "map" (default: map with attn_pool,
-    token with a class token, else avg).
+    token with a class token, else avg); pretrained_cfg: timm's (a dict or
+    a JSON file), for the evaluation transform; preprocess: the
+    description's `preprocess` instead; mean/std: the normalization
+    (default: the pretrained_cfg's, else 0.5).
     """
+    if preprocess is not None:
+        parse_preprocess(preprocess, "--preprocess")
+    cfg, cfg_label = load_pretrained_cfg(pretrained_cfg)
     params = Params(load_state_dict(path), path)
     for prefix, what in (("reg_token", "register tokens"),
                          ("norm_pre.", "pre-norm (norm_pre)"),
@@ -226,8 +304,9 @@ def import_timm(path, *, heads, global_pool=None, image_size=None,
     desc = description(
         name=name or os.path.splitext(os.path.basename(path))[0],
         image=image_size, channels=channels,
-        mean=channel_values(mean, channels, "mean"),
-        std=channel_values(std, channels, "std"), patch=(ph, pw),
+        pipeline=_pipeline(cfg, cfg_label, preprocess, image_size,
+                           channels, mean, std),
+        patch=(ph, pw),
         width=width, depth=depth, heads=heads, mlp_dim=mlp_dim,
         classes=kernel.shape[1], head={"avg": "gap"}.get(pool, pool),
         final_norm="tokens" if has_norm else "pooled",
