@@ -8,13 +8,18 @@ checkpoints).
     desc, tensors = importers.import_flax(   # a released V-MoE checkpoint
         "ckpt/vmoe_s32_last2_ilsvrc2012_randaug_light1_ft_ilsvrc2012",
         config="vmoe_s32_last2_ilsvrc2012_randaug_light1_ft_ilsvrc2012")
-    desc, tensors = importers.import_timm("vit.safetensors", heads=12)
+    desc, tensors = importers.import_timm("vit.safetensors", heads=12,
+                                          pretrained_cfg="config.json")
+    desc, tensors = importers.import_flax(   # another evaluation pipeline
+        "vit.npz", preprocess="decode|resize(224)|value_range(-1, 1)")
     desc, tensors = importers.upcycle(desc, tensors,
                                       "experts=8,k=2,placement=every-2")
     importers.write_model("out/model", desc, tensors)  # .json, .safetensors
 
 or from the command line: `python3 -m vmoe.importers --help`. The name
-mappings are in docs/ModelFormat.md §6. Every failure of these four
+mappings are in docs/ModelFormat.md §6. The description's `preprocess` is
+the model's evaluation pipeline (evaluation.py) unless `preprocess=`
+gives one. Every failure of these four
 functions is an `ImporterError` (a vmoe.VMoEError and a ValueError with a
 one-line message naming the file, option or field), and what they return
 or write is a description vmoe-compile accepts with weights that match it

@@ -34,8 +34,9 @@ docs/ModelFormat.md §6 lists every mapping.
 Sizes come from the shapes. What the weights do not say -- the image size
 when the patch grid is not square, and for MoE checkpoints the router,
 k, the capacity, the group size and BPR -- comes from the model config of
-V-MoE (flax_config.py). Flax defaults: LayerNorm epsilon 1e-6, GELU tanh
-approximation.
+V-MoE (flax_config.py), and so does the description's `preprocess`: the
+image ops of the config's evaluation pipeline (evaluation.py). Flax
+defaults: LayerNorm epsilon 1e-6, GELU tanh approximation.
 """
 
 import os
