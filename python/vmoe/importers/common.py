@@ -23,7 +23,8 @@ from .checks import check_description
 from .limits import number
 
 __all__ = ["ImporterError", "Params", "check_weights", "describe_failure",
-           "description", "guarded", "read_json", "write_model"]
+           "description", "guarded", "read_json", "show_json",
+           "write_model"]
 
 
 def describe_failure(err):
@@ -156,6 +157,13 @@ def read_json(path, what):
         raise ImporterError(f"{path}: over {_MAX_JSON_BYTES >> 20} MiB, not "
                             f"a {what}")
     return _json.parse(data, path, ImporterError)
+
+
+def show_json(value):
+    """`value` as JSON for a message, at most 40 characters."""
+    text = json.dumps(value) if not isinstance(value, float) or \
+        math.isfinite(value) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def channel_values(values, channels, what):

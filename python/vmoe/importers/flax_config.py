@@ -26,12 +26,12 @@ of 4: vmoe.moe.compute_capacity), written into the description
 explicitly, not the description's own defaults (round, 1).
 """
 
-import json
 import math
 import os
 
 from . import released
 from .common import ImporterError, read_json
+from .common import show_json as _show
 
 __all__ = ["Config", "load_config", "split_config", "moe_settings",
            "check_model", "ROUTERS"]
@@ -242,12 +242,6 @@ class Config:
                 elif path not in self.seen:
                     raise ImporterError(f"config: {path}: unknown field")
         walk(self.config, "")
-
-
-def _show(value):
-    text = json.dumps(value) if not isinstance(value, float) or \
-        math.isfinite(value) else repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def moe_settings(cfg, weights, tokens, source):

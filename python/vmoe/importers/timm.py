@@ -40,7 +40,7 @@ import numpy as np
 
 from . import _safetensors, _torch
 from .common import ImporterError, Params, channel_values, description, \
-    read_json, square_grid
+    read_json, show_json, square_grid
 from .evaluation import pipeline_fields, timm_eval
 from .preprocess import parse as parse_preprocess
 
@@ -100,16 +100,16 @@ def load_pretrained_cfg(source):
                 isinstance(v, int) and not isinstance(v, bool) and v >= 1
                 for v in size)):
         raise ImporterError(f"{label}.input_size: expected [C, H, W], got "
-                            f"{size!r}")
+                            f"{show_json(size)}")
     pct = fields["crop_pct"]
     if pct is not None and (isinstance(pct, bool) or not isinstance(
             pct, (int, float)) or not 0 < pct <= 1):
         raise ImporterError(f"{label}.crop_pct: expected a number in (0, "
-                            f"1], got {pct!r}")
+                            f"1], got {show_json(pct)}")
     for key in ("mean", "std"):
         if fields[key] is not None and not isinstance(fields[key], list):
             raise ImporterError(f"{label}.{key}: expected a list of "
-                                f"numbers, got {fields[key]!r}")
+                                f"numbers, got {show_json(fields[key])}")
     return fields, label
 
 
