@@ -57,7 +57,7 @@ def matrix(make):
              pattern="ties", **mix),
         make("dec_ties_c0.5", routing=dec, S=40, k=2, C=0.5, pattern="ties",
              **mix),
-        make("dec_wide", routing=dec, S=20, D=260, H=300, E=4, k=2,
+        make("dec_wide", routing=dec, S=20, D=520, H=530, E=4, k=2,
              dropless=True, **mix),
         # Auxiliary losses: inference (no noise, load 0) and training
         # graphs (noise on the router and in the losses).

@@ -82,7 +82,7 @@ def matrix(make):
         make("ec_act_relu", routing=ec, activation="relu"),
         make("ec_act_silu_g3", routing=ec, G=3, activation="silu"),
         make("ec_odd_sizes", routing=ec, S=37, D=13, H=19, C=1.5),  # 14
-        make("ec_wide", routing=ec, S=20, D=260, H=300, C=1.0),  # B 5
+        make("ec_wide", routing=ec, S=20, D=520, H=530, C=1.0),  # B 5
         # Soft MoE: P = 1, the default round(S/E), P*E > S, G > 1.
         make("soft_default_p", routing=soft),                  # P 8 (7.5)
         make("soft_p1_g3", routing=soft, G=3, P=1),            # J 4
@@ -96,10 +96,10 @@ def matrix(make):
         make("soft_odd_sizes_g3", routing=soft, G=3, S=37, D=13, H=19, P=3),
         make("soft_act_gelu_erf", routing=soft, P=2, activation="gelu_erf"),
         make("soft_act_silu", routing=soft, P=2, activation="silu"),
-        # Blocks of 256 in every GEMM: D (logits), S (dispatch), J
-        # (combine), H (experts).
-        make("soft_wide", routing=soft, G=2, S=20, D=260, H=300, E=4, P=2),
-        make("soft_long", routing=soft, S=300, D=12, H=16, E=16, P=20),
+        # Past a block of k (512 rows, Microkernel.cpp) in every GEMM: D
+        # (logits), S (dispatch), J = E * P (combine), H (experts).
+        make("soft_wide", routing=soft, G=2, S=20, D=520, H=530, E=4, P=2),
+        make("soft_long", routing=soft, S=540, D=12, H=16, E=17, P=31),
     ]
 
 

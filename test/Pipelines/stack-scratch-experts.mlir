@@ -4,7 +4,7 @@
 // The GEMMs that convert-vmoe-to-scf builds before bufferization (here the
 // expert choice experts with plain weights) pack B into one block scratch
 // per expert on the stack of the thread running the expert, never on the
-// heap: a memref.alloca of 16 x 256 x 16 floats (256 KB) at the start of the
+// heap: a memref.alloca of 16 x 512 x 16 floats (512 KB) at the start of the
 // expert's iteration, between llvm.intr.stacksave and stackrestore (added
 // after the deallocation pipeline), so its bytes are reused by the next
 // expert on that thread. On OpenMP threads each iteration saves and
@@ -12,7 +12,7 @@
 // convert-scf-to-openmp's alloca scope becomes); sequentially the loop
 // over experts does.
 // CHECK-LABEL: llvm.func @expert_choice_experts_plain
-// CHECK-DAG: %[[N:.*]] = llvm.mlir.constant(65536 : index) : i64
+// CHECK-DAG: %[[N:.*]] = llvm.mlir.constant(131072 : index) : i64
 // CHECK: omp.wsloop
 // CHECK: llvm.intr.stacksave : !llvm.ptr
 // CHECK: %[[SP:.*]] = llvm.intr.stacksave : !llvm.ptr
@@ -24,7 +24,7 @@
 // CHECK-NOT: llvm.alloca
 // CHECK: llvm.return
 // SEQ-LABEL: llvm.func @expert_choice_experts_plain
-// SEQ-DAG: %[[N:.*]] = llvm.mlir.constant(65536 : index) : i64
+// SEQ-DAG: %[[N:.*]] = llvm.mlir.constant(131072 : index) : i64
 // SEQ: %[[SP:.*]] = llvm.intr.stacksave : !llvm.ptr
 // SEQ-NEXT: llvm.alloca %[[N]] x f32 {alignment = 64 : i64}
 // SEQ: llvm.intr.stackrestore %[[SP]]

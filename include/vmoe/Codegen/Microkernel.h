@@ -109,7 +109,7 @@ inline constexpr llvm::StringLiteral kStackScratchAttrName =
     "vmoe.stack_scratch";
 
 /// memref.alloca (marked kStackScratchAttrName) of one block's packing
-/// scratch (256 KB at most), for emitGemm before bufferization: created at
+/// scratch (512 KB at most), for emitGemm before bufferization: created at
 /// the start of a loop iteration (an scf.forall iteration of an expert or
 /// group) and reused by every GEMM and block of it, on the stack of the
 /// thread that runs it; vmoe-lower-to-cpu frees it at the end of the
@@ -123,7 +123,7 @@ Value allocaBlockScratch(OpBuilder &b, Location loc,
 /// reused by each block in turn; not with `parallelPanels`) or, with a
 /// null `scratch` (after bufferization and its deallocation pass), into a
 /// scratch of at most
-/// 256 KB on the stack of the thread that computes the block (memref.alloca
+/// 512 KB on the stack of the thread that computes the block (memref.alloca
 /// between llvm.intr.stacksave and stackrestore per block: no heap
 /// allocation per call or tile, its pages stay mapped from call to call;
 /// the calling pass depends on the LLVM dialect). `staticN`, when known, drops

@@ -34,7 +34,7 @@ def ConvertVMoEToSCFPass
 
     The GEMMs of the expert, expert choice and Soft MoE lowerings pack B
     (weights without `weight_panels`, Soft MoE's dispatch and combine
-    weights) block by block into a `memref.alloca` of at most 256 KB
+    weights) block by block into a `memref.alloca` of at most 512 KB
     between `llvm.intr.stacksave` and `llvm.intr.stackrestore`: on the
     stack of the thread running the block, never on the heap.
   }];

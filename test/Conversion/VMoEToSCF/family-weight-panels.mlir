@@ -6,7 +6,7 @@
 // in place: no packing scratch at all in the expert GEMMs, every B vector a
 // load from the panels at [e, n / 16, k, n % 16]. Without panels, the GEMMs
 // of one loop iteration pack B into one block scratch on the stack
-// (memref.alloca marked vmoe.stack_scratch, 256 KB), never a memref.alloc.
+// (memref.alloca marked vmoe.stack_scratch, 512 KB), never a memref.alloc.
 
 // CHECK-LABEL: func.func @expert_choice_experts_panels
 // CHECK-NOT: memref.alloca
@@ -30,7 +30,7 @@ func.func @expert_choice_experts_panels(%x: tensor<1x8x16xf32>, %g: tensor<1x8x4
 /// shared by both GEMMs; no heap scratch of panels.
 // CHECK-LABEL: func.func @expert_choice_experts_plain
 // CHECK: scf.forall
-// CHECK-COUNT-1: memref.alloca() {alignment = 64 : i64, vmoe.stack_scratch} : memref<16x256x16xf32>
+// CHECK-COUNT-1: memref.alloca() {alignment = 64 : i64, vmoe.stack_scratch} : memref<16x512x16xf32>
 // CHECK-NOT: memref.alloca
 // CHECK-NOT: memref.alloc({{.*}}) {{.*}} : memref<?x?x?x16xf32>
 // CHECK: return
@@ -50,13 +50,13 @@ func.func @expert_choice_experts_plain(%x: tensor<1x8x16xf32>, %g: tensor<1x8x4x
 /// group; the expert GEMMs (phase 2) read the panels.
 // CHECK-LABEL: func.func @soft_moe_panels
 // CHECK: scf.forall
-// CHECK: memref.alloca() {alignment = 64 : i64, vmoe.stack_scratch} : memref<16x256x16xf32>
+// CHECK: memref.alloca() {alignment = 64 : i64, vmoe.stack_scratch} : memref<16x512x16xf32>
 // CHECK: scf.forall
 // CHECK-NOT: memref.alloca
 // CHECK: vector.load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] : memref<4x4x32x16xf32, {{.*}}>, vector<8xf32>
 // CHECK: vector.load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] : memref<4x2x64x16xf32, {{.*}}>, vector<8xf32>
 // CHECK: scf.forall
-// CHECK: memref.alloca() {alignment = 64 : i64, vmoe.stack_scratch} : memref<16x256x16xf32>
+// CHECK: memref.alloca() {alignment = 64 : i64, vmoe.stack_scratch} : memref<16x512x16xf32>
 // CHECK-NOT: memref.alloca
 // CHECK: return
 func.func @soft_moe_panels(%x: tensor<2x8x32xf32>, %phi: tensor<32x4x2xf32>, %scale: tensor<f32>,
@@ -74,7 +74,7 @@ func.func @soft_moe_panels(%x: tensor<2x8x32xf32>, %phi: tensor<32x4x2xf32>, %sc
 /// scratch of panels.
 // CHECK-LABEL: func.func @fused_experts_plain
 // CHECK: scf.forall
-// CHECK-COUNT-1: memref.alloca() {alignment = 64 : i64, vmoe.stack_scratch} : memref<16x256x16xf32>
+// CHECK-COUNT-1: memref.alloca() {alignment = 64 : i64, vmoe.stack_scratch} : memref<16x512x16xf32>
 // CHECK-NOT: memref.alloca
 // CHECK-NOT: memref.alloc({{.*}}) {{.*}} : memref<?x?x?x16xf32>
 // CHECK: return

@@ -14,7 +14,7 @@
 // CHECK:   scf.for
 // CHECK-NOT: memref.alloc(
 // CHECK:     llvm.intr.stacksave
-// CHECK:       memref.alloca() {alignment = 64 : i64} : memref<16x256x16xf32>
+// CHECK:       memref.alloca() {alignment = 64 : i64} : memref<16x512x16xf32>
 // CHECK:     scf.for {{.*}} step %c6
 // CHECK-COUNT-12: vector.fma
 // CHECK:     scf.index_switch

@@ -69,11 +69,11 @@ func.func @expert_matmul_b_in_panels(%x: memref<2x1x5x32xf32>, %p: memref<2x3x32
 // per call, into a scratch on the stack; panels of 8 floats cannot feed 16-lane vectors
 // (16 lanes: the generic stays for convert-linalg-to-loops).
 // CHECK-LABEL: func.func @plain_b_and_narrow_panels
-// CHECK: memref.alloca() {alignment = 64 : i64} : memref<16x256x16xf32>
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<16x512x16xf32>
 // CHECK-NOT: linalg.generic
 // CHECK: return
 // WIDE-LABEL: func.func @plain_b_and_narrow_panels
-// WIDE: memref.alloca() {alignment = 64 : i64} : memref<5x256x48xf32>
+// WIDE: memref.alloca() {alignment = 64 : i64} : memref<5x512x48xf32>
 // WIDE: linalg.generic
 // WIDE-SAME: ins(%{{.*}}, %{{.*}} : memref<4x32xf32>, memref<2x32x8xf32>)
 #mk = affine_map<(m, k, n) -> (m, k)>

@@ -7,8 +7,8 @@
 #mn = affine_map<(m, k, n) -> (m, n)>
 
 // A matmul with N a multiple of the panel (16): full panels only. Per block
-// of 256 columns and 256 rows of B, B is packed into contiguous panels (a
-// scratch of 256 KB on the stack: memref.alloca in a llvm.intr.stacksave
+// of 256 columns and 512 rows of B, B is packed into contiguous panels (a
+// scratch of 512 KB on the stack: memref.alloca in a llvm.intr.stacksave
 // per column block, no heap allocation), then
 // a 6x2 register tile, starting from C, is fed by broadcasts of A and vector
 // loads of the packed panel.
@@ -17,7 +17,7 @@
 // CHECK-NOT: memref.alloc(
 // CHECK: scf.for %[[JC:.*]] = %{{.*}} to %{{.*}} step %{{.*}}
 // CHECK:   llvm.intr.stacksave
-// CHECK:   %[[PACKED:.*]] = memref.alloca() {alignment = 64 : i64} : memref<16x256x16xf32>
+// CHECK:   %[[PACKED:.*]] = memref.alloca() {alignment = 64 : i64} : memref<16x512x16xf32>
 // CHECK:   scf.for
 // CHECK:     vector.load %{{.*}} : memref<64x32xf32>, vector<8xf32>
 // CHECK:     vector.store %{{.*}}, %[[PACKED]]
