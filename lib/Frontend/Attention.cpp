@@ -29,10 +29,13 @@ using namespace mlir::vmoe::frontend;
 
 using utils::IteratorType;
 
-/// Multi-head self-attention of x [N*T, D].
-Value ForwardBuilder::attention(Value x, const std::string &prefix) {
+/// Multi-head self-attention of x [N*T, D]; with `classQueriesOnly` the
+/// queries are the class tokens only (tq = 1 per image): [N, D].
+Value ForwardBuilder::attention(Value x, const std::string &prefix,
+                                bool classQueriesOnly) {
   int64_t n = batchImages(model, options), t = model.tokensPerImage();
   int64_t d = model.modelWidth, heads = model.heads, dh = d / heads;
+  int64_t tq = classQueriesOnly ? 1 : t;
   Value qkv = linear(x, prefix + ".qkv");
   // [N*T, 3D] -> [N, T, 3, heads, dh]; q, k, v as [N, T, heads, dh].
   Value split = tensor::ExpandShapeOp::create(
@@ -41,6 +44,14 @@ Value ForwardBuilder::attention(Value x, const std::string &prefix) {
   Value q = extractIndexOfDim(b, loc, split, 2, 0);
   Value k = extractIndexOfDim(b, loc, split, 2, 1);
   Value v = extractIndexOfDim(b, loc, split, 2, 2);
+  if (classQueriesOnly) // q [N, 1, heads, dh]: the class tokens' queries.
+    q = tensor::ExtractSliceOp::create(
+        b, loc, RankedTensorType::get({n, 1, heads, dh}, f32), q,
+        ArrayRef<OpFoldResult>{b.getIndexAttr(0), b.getIndexAttr(0),
+                               b.getIndexAttr(0), b.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(n), b.getIndexAttr(1),
+                               b.getIndexAttr(heads), b.getIndexAttr(dh)},
+        unitStrides(b, 4));
   MLIRContext *ctx = b.getContext();
   // kT[n, h, c, j] = k[n, j, h, c].
   Value kTInit = emptyTensor(b, loc,
@@ -59,7 +70,7 @@ Value ForwardBuilder::attention(Value x, const std::string &prefix) {
   // scores[n, h, i, j] = sum_c q[n, i, h, c] kT[n, h, c, j] / sqrt(dh).
   Value scoresInit = filledTensor(b, loc,
                                   {b.getIndexAttr(n), b.getIndexAttr(heads),
-                                   b.getIndexAttr(t), b.getIndexAttr(t)},
+                                   b.getIndexAttr(tq), b.getIndexAttr(t)},
                                   floatConst(b, loc, f32, 0));
   Value scores =
       linalg::GenericOp::create(b, loc, scoresInit.getType(), ValueRange{q, kT},
@@ -76,7 +87,7 @@ Value ForwardBuilder::attention(Value x, const std::string &prefix) {
   // context[n, i, h, c] = sum_j probs[n, h, i, j] v[n, j, h, c]; loops
   // (n, h, i, j, c) keep the contiguous c innermost.
   Value contextInit = filledTensor(b, loc,
-                                   {b.getIndexAttr(n), b.getIndexAttr(t),
+                                   {b.getIndexAttr(n), b.getIndexAttr(tq),
                                     b.getIndexAttr(heads), b.getIndexAttr(dh)},
                                    floatConst(b, loc, f32, 0));
   Value context = linalg::GenericOp::create(

@@ -65,8 +65,11 @@ public:
   /// Embedding.cpp: images [N, C, H, W] -> tokens [N*T, D]: patch
   /// embedding, the class token (head `token`) and the position embedding.
   Value embed(Value images);
-  /// Attention.cpp: multi-head self-attention of x [N*T, D].
-  Value attention(Value x, const std::string &prefix);
+  /// Attention.cpp: multi-head self-attention of x [N*T, D]; with
+  /// `classQueriesOnly`, only the class tokens attend (to every token):
+  /// [N, D], the rows of the class tokens.
+  Value attention(Value x, const std::string &prefix,
+                  bool classQueriesOnly = false);
   /// DenseMLP.cpp: the dense MLP of x [M, D].
   Value mlp(Value x, const std::string &prefix);
   /// MoELayer.cpp: the MoE layer of x [M, D] with settings `layer` at
@@ -75,10 +78,17 @@ public:
   /// choices; the other families: see their files).
   Value moe(Value x, const std::string &prefix, const MoESettings &layer,
             Value ratio, Value &stats);
+  /// MoELayer.cpp: the rows [N, D] of the class tokens of the MoE layer of
+  /// x [N*T, D]: every token is routed (capacity, BPR order and `stats` as
+  /// for moe()), but the experts run on the class tokens' kept choices only.
+  Value moeClassTokens(Value x, const std::string &prefix,
+                       const MoESettings &layer, Value ratio, Value &stats);
   /// MoELayer.cpp: a token choice layer (vanilla or BPR); `stats` as for
-  /// moe().
+  /// moe(). With `classTokensOnly`, the result is the rows [N, D] of the
+  /// class tokens (moeClassTokens).
   Value tokenChoice(Value x, const std::string &prefix,
-                    const MoESettings &layer, Value ratio, Value &stats);
+                    const MoESettings &layer, Value ratio, Value &stats,
+                    bool classTokensOnly = false);
   /// SharedExperts.cpp: the experts `prefix`.* (moe.expert: MLP or
   /// SwiGLU) applied to buffers [E, G, B, D].
   Value experts(Value buffers, const std::string &prefix,
@@ -101,8 +111,16 @@ public:
   Value softMoE(Value x, const std::string &prefix, const MoESettings &layer,
                 Value &stats);
   /// Head.cpp: final LayerNorm, pooling, pre-logits and the classifier:
-  /// x [N*T, D] -> logits [N, classes].
-  Value head(Value x);
+  /// x [N*T, D] -> logits [N, classes]; x [N, D] when `classTokensOnly`
+  /// (the last block computed the class tokens' rows only).
+  Value head(Value x, bool classTokensOnly = false);
+  /// Head.cpp: whether the last block may compute only the class tokens'
+  /// rows: a class-token head, no training graph, no expert parallelism,
+  /// and BuildOptions::allTokenRows unset.
+  bool lastBlockForClassTokens() const;
+  /// Head.cpp: the rows of the class tokens (token 0 of each image) of
+  /// x [N*T, D] -> [N, D].
+  Value classTokens(Value x);
 
   // Building blocks (Layers.cpp).
 

@@ -26,21 +26,40 @@ using namespace mlir::vmoe::frontend;
 
 using utils::IteratorType;
 
-/// The class token, or the mean over tokens, of x [N*T, D] -> [N, D].
-Value ForwardBuilder::pool(Value x) {
+/// The rows of the class tokens (token 0 of each image) of x [N*T, D].
+Value ForwardBuilder::classTokens(Value x) {
   int64_t n = batchImages(model, options), t = model.tokensPerImage();
   int64_t d = model.modelWidth;
   Value tokens = tensor::ExpandShapeOp::create(
       b, loc, RankedTensorType::get({n, t, d}, f32), x,
       ArrayRef<ReassociationIndices>{{0, 1}, {2}});
+  return tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get({n, d}, f32), tokens,
+      ArrayRef<OpFoldResult>{b.getIndexAttr(0), b.getIndexAttr(0),
+                             b.getIndexAttr(0)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(n), b.getIndexAttr(1),
+                             b.getIndexAttr(d)},
+      unitStrides(b, 3));
+}
+
+/// Only the class token reaches a `token` head, and every later step (the
+/// final norm, pre-logits, classifier) is per row: the last block need not
+/// compute the other rows. Training graphs and expert parallelism keep
+/// every row (their losses and exchanges are built for all tokens).
+bool ForwardBuilder::lastBlockForClassTokens() const {
+  return model.head == "token" && !options.allTokenRows &&
+         !options.training && options.expertParallel == 0;
+}
+
+/// The class token, or the mean over tokens, of x [N*T, D] -> [N, D].
+Value ForwardBuilder::pool(Value x) {
   if (model.head == "token")
-    return tensor::ExtractSliceOp::create(
-        b, loc, RankedTensorType::get({n, d}, f32), tokens,
-        ArrayRef<OpFoldResult>{b.getIndexAttr(0), b.getIndexAttr(0),
-                               b.getIndexAttr(0)},
-        ArrayRef<OpFoldResult>{b.getIndexAttr(n), b.getIndexAttr(1),
-                               b.getIndexAttr(d)},
-        unitStrides(b, 3));
+    return classTokens(x);
+  int64_t n = batchImages(model, options), t = model.tokensPerImage();
+  int64_t d = model.modelWidth;
+  Value tokens = tensor::ExpandShapeOp::create(
+      b, loc, RankedTensorType::get({n, t, d}, f32), x,
+      ArrayRef<ReassociationIndices>{{0, 1}, {2}});
   MLIRContext *ctx = b.getContext();
   Value init = filledTensor(b, loc, {b.getIndexAttr(n), b.getIndexAttr(d)},
                             floatConst(b, loc, f32, 0));
@@ -119,13 +138,15 @@ Value ForwardBuilder::mapPool(Value x) {
   return add(pooled, mlp(norm(pooled, "map.ln"), "map.mlp"));
 }
 
-/// final_ln, pooling, pre-logits and the classifier: x [N*T, D] -> logits
-/// [N, classes].
-Value ForwardBuilder::head(Value x) {
+/// final_ln, pooling, pre-logits and the classifier: x [N*T, D] (or the
+/// class tokens' rows [N, D]) -> logits [N, classes].
+Value ForwardBuilder::head(Value x, bool classTokensOnly) {
   bool normPooled = model.finalNorm == "pooled";
   if (!normPooled)
     x = norm(x, "final_ln");
-  Value pooled = model.head == "map" ? mapPool(x) : pool(x);
+  Value pooled = classTokensOnly       ? x
+                 : model.head == "map" ? mapPool(x)
+                                       : pool(x);
   if (normPooled)
     pooled = norm(pooled, "final_ln");
   if (model.representationSize)

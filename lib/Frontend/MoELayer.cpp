@@ -43,11 +43,79 @@ Value ForwardBuilder::moe(Value x, const std::string &prefix,
   return addSharedExperts(x, routed, prefix, settings);
 }
 
+/// The class tokens' rows [N, D] of the MoE layer of x [N*T, D]. Token
+/// choice layers whose groups hold whole images route every token but run
+/// the experts on the class tokens only; the other families, and groups
+/// that split images (moe.group_tokens), compute every row.
+Value ForwardBuilder::moeClassTokens(Value x, const std::string &prefix,
+                                     const MoESettings &settings, Value ratio,
+                                     Value &stats) {
+  if (settings.routing == "expert_choice" || settings.routing == "soft" ||
+      model.tokensPerGroup() % model.tokensPerImage() != 0)
+    return classTokens(moe(x, prefix, settings, ratio, stats));
+  Value routed =
+      tokenChoice(x, prefix, settings, ratio, stats, /*classTokensOnly=*/true);
+  if (settings.sharedExperts == 0)
+    return routed;
+  return addSharedExperts(classTokens(x), routed, prefix, settings);
+}
+
+/// Every `step`-th row of v [G, S, C] from row 0, copied: [G, S / step, C]
+/// (the map (g, j, c) -> (g, j * step, c) reads them in place).
+static Value everyNthRow(OpBuilder &b, Location loc, Value v, int64_t step) {
+  auto type = cast<RankedTensorType>(v.getType());
+  int64_t g = type.getDimSize(0), s = type.getDimSize(1);
+  int64_t c = type.getDimSize(2);
+  MLIRContext *ctx = b.getContext();
+  Value init = emptyTensor(
+      b, loc, {b.getIndexAttr(g), b.getIndexAttr(s / step), b.getIndexAttr(c)},
+      type.getElementType());
+  AffineMap rows =
+      AffineMap::get(3, 0,
+                     {getAffineDimExpr(0, ctx), getAffineDimExpr(1, ctx) * step,
+                      getAffineDimExpr(2, ctx)},
+                     ctx);
+  return linalg::GenericOp::create(
+             b, loc, init.getType(), ValueRange{v}, ValueRange{init},
+             {rows, b.getMultiDimIdentityMap(3)},
+             SmallVector<IteratorType>(3, IteratorType::parallel),
+             [](OpBuilder &b, Location loc, ValueRange args) {
+               linalg::YieldOp::create(b, loc, ValueRange{args[0]});
+             })
+      .getResult(0);
+}
+
+/// The class tokens' choices: ids [G, S, k] where slots >= 0, else -1 (a
+/// choice the dispatch leaves out), every T-th token.
+static Value keptClassTokenIds(OpBuilder &b, Location loc, Value ids,
+                               Value slots, int64_t t) {
+  Value classIds = everyNthRow(b, loc, ids, t);
+  Value classSlots = everyNthRow(b, loc, slots, t);
+  AffineMap id = b.getMultiDimIdentityMap(3);
+  return linalg::GenericOp::create(
+             b, loc, classIds.getType(), ValueRange{classSlots},
+             ValueRange{classIds}, {id, id},
+             SmallVector<IteratorType>(3, IteratorType::parallel),
+             [](OpBuilder &b, Location loc, ValueRange args) {
+               Value kept = arith::CmpIOp::create(
+                   b, loc, arith::CmpIPredicate::sge, args[0],
+                   i32Const(b, loc, 0));
+               linalg::YieldOp::create(
+                   b, loc,
+                   ValueRange{arith::SelectOp::create(
+                       b, loc, kept, args[1], i32Const(b, loc, -1))});
+             })
+      .getResult(0);
+}
+
 /// A token choice layer: route, BPR order, capacity, dispatch, the experts
-/// (MLP or SwiGLU), combine.
+/// (MLP or SwiGLU), combine. With `classTokensOnly`, the slots of every
+/// token are assigned (assign_slots), then a second dispatch places only
+/// the class tokens' kept choices (the others get expert -1): the experts
+/// compute exactly the class tokens' rows, [N, D].
 Value ForwardBuilder::tokenChoice(Value x, const std::string &prefix,
                                   const MoESettings &settings, Value ratio,
-                                  Value &stats) {
+                                  Value &stats, bool classTokensOnly) {
   int64_t m = shape(x)[0], d = model.modelWidth;
   int64_t s = model.tokensPerGroup(), g = m / s;
   int64_t e = settings.numExperts, k = settings.k;
@@ -95,6 +163,32 @@ Value ForwardBuilder::tokenChoice(Value x, const std::string &prefix,
   auto i32Tensor = [&](ArrayRef<int64_t> dims) {
     return RankedTensorType::get(dims, b.getI32Type());
   };
+  if (classTokensOnly) {
+    int64_t t = model.tokensPerImage(), images = s / t;
+    auto assign = AssignSlotsOp::create(
+        b, loc,
+        TypeRange{i32Tensor({g, s, k}), i32Tensor({e, g, maxCapacity}),
+                  i32Tensor({e, g})},
+        route.getExpertIds(), order, capacity, numValidTokens);
+    stats = routingStats(route.getExpertIds(), assign.getSlots(), e);
+    // At most B kept choices per expert and group: none is dropped here.
+    Value classIds =
+        keptClassTokenIds(b, loc, route.getExpertIds(), assign.getSlots(), t);
+    Value classRows = everyNthRow(b, loc, tokens, t);
+    auto classDispatch = DispatchOp::create(
+        b, loc, RankedTensorType::get({e, g, maxCapacity, d}, f32),
+        i32Tensor({g, images, k}), classRows, classIds, /*order=*/Value(),
+        /*runtime_capacity=*/Value(), /*num_valid=*/Value(),
+        /*capacity_ratio=*/FloatAttr(), CapacityRuleAttr::get(ctx, rule),
+        b.getI64IntegerAttr(settings.multipleOf),
+        b.getI64IntegerAttr(maxCapacity));
+    Value y = experts(classDispatch.getBuffers(), prefix, settings);
+    Value out = CombineOp::create(
+        b, loc, classRows.getType(), y, classIds, classDispatch.getSlots(),
+        everyNthRow(b, loc, route.getWeights(), t));
+    return tensor::CollapseShapeOp::create(
+        b, loc, out, ArrayRef<ReassociationIndices>{{0, 1}, {2}});
+  }
   auto dispatch = DispatchOp::create(
       b, loc, RankedTensorType::get({e, g, maxCapacity, d}, f32),
       i32Tensor({g, s, k}), tokens, route.getExpertIds(), order, capacity,

@@ -309,22 +309,40 @@ ForwardOutputs ForwardBuilder::forward(Value images, Value ratio,
       indexConst(b, loc, model.tokensPerImage()));
   Value x = embed(images);
 
+  // With a class-token head the last block computes the class tokens' rows
+  // only: a dense block attends from the class tokens alone; an MoE block
+  // routes every token (capacity is shared) but runs the experts on the
+  // class tokens' kept choices.
+  bool classTokensOnly = lastBlockForClassTokens();
   SmallVector<Value> statsRows;
   for (int64_t i = 0; i < model.depth; ++i) {
     std::string block = "blocks." + std::to_string(i);
+    bool lastForClass = classTokensOnly && i == model.depth - 1;
+    if (lastForClass && !model.isMoEBlock(i)) {
+      x = add(classTokens(x), attention(norm(x, block + ".ln1"),
+                                        block + ".attn",
+                                        /*classQueriesOnly=*/true));
+      x = add(x, mlp(norm(x, block + ".ln2"), block + ".mlp"));
+      continue;
+    }
     x = add(x, attention(norm(x, block + ".ln1"), block + ".attn"));
     Value normed = norm(x, block + ".ln2");
     if (model.isMoEBlock(i)) {
       currentBlock = i;
       Value stats;
-      x = add(x, moe(normed, block + ".moe", model.layerSettings(i), ratio,
-                     stats));
+      if (lastForClass)
+        x = add(classTokens(x), moeClassTokens(normed, block + ".moe",
+                                               model.layerSettings(i), ratio,
+                                               stats));
+      else
+        x = add(x, moe(normed, block + ".moe", model.layerSettings(i), ratio,
+                       stats));
       statsRows.push_back(stats);
     } else {
       x = add(x, mlp(normed, block + ".mlp"));
     }
   }
-  Value logits = head(x);
+  Value logits = head(x, classTokensOnly);
 
   int64_t e = model.moe.numExperts;
   int64_t layers = static_cast<int64_t>(statsRows.size());

@@ -23,6 +23,12 @@ code. Draws whose smallest routing margin (over the batches actually run)
 is below --min-margin are rejected and the next seed is tried, as the
 layer checks do; the seed used is printed.
 
+With --compare-all-token-rows the description is also compiled with
+vmoe-compile --all-token-rows (every token's row in the last block, where
+by default a class-token head makes the last block compute the class
+tokens' rows only), and both executables must print the same logits and
+statistics, bit for bit, at every capacity ratio.
+
 With --training-seed N the description is compiled as a training graph
 (vmoe-compile --training --seed N: noisy gating from the seed) and the
 reference runs with the same seed; the executable's --losses (the
@@ -219,11 +225,16 @@ def check(args):
     training = args.training_seed is not None
     if training:
         command += ["--training", f"--seed={args.training_seed}"]
-    done = subprocess.run(command, capture_output=True, text=True,
-                          timeout=600)
-    if done.returncode != 0:
-        raise CheckError(f"vmoe-compile exited with {done.returncode}: "
-                         f"{done.stderr.strip()}")
+    exes = [exe]
+    if args.compare_all_token_rows:
+        exes.append(exe + "-all-rows")
+    for out in exes:
+        extra = ["--all-token-rows"] if out != exe else []
+        done = subprocess.run(command[:3] + [out] + command[4:] + extra,
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise CheckError(f"vmoe-compile exited with {done.returncode}: "
+                             f"{done.stderr.strip()}")
     print(f"check_model: {name}: {args.images} images in batches of "
           f"{batch}, padding {args.padding}"
           + (f", weights seed {seed}" if seed is not None else ""))
@@ -245,8 +256,17 @@ def check(args):
         if training:
             ok = compare_losses(net, got_losses[0], ref_losses[0],
                                 args.atol) and ok
-        failures += not ok
         label = "fixed" if C is None else f"C={C:g}"
+        if args.compare_all_token_rows:
+            all_rows, all_stats, *_ = run_executable(
+                exes[1], weights, image_list, C, args.padding,
+                losses=training)
+            identical = (np.array_equal(got, all_rows)
+                         and got_stats == all_stats)
+            ok = ok and identical
+            print(f"  {label}: --all-token-rows "
+                  f"{'identical' if identical else 'DIFFERENT'}")
+        failures += not ok
         counted = [sum(row) for _, row in sorted(got_stats.items())]
         print(f"  {label}: max|dlogit| {diff:.2e}, stats "
               f"{'same' if same else 'DIFF'} {sorted(got_stats.items())}, "
@@ -275,6 +295,9 @@ def main(argv=None):
     parser.add_argument("--groups-per-batch", type=int, default=1)
     parser.add_argument("--atol", type=float, default=1e-4)
     parser.add_argument("--min-margin", type=float, default=1e-5)
+    parser.add_argument("--compare-all-token-rows", action="store_true",
+                        help="also compile with --all-token-rows and "
+                        "require identical outputs")
     parser.add_argument("--training-seed", type=int, default=None,
                         help="compile a training graph (vmoe-compile "
                         "--training --seed N) and compare the losses too")

@@ -173,6 +173,12 @@ cl::opt<int64_t> expertParallel(
              "executable runs under mpirun -np R (docs/Distributed.md)"),
     cl::value_desc("R"), cl::init(0), cl::cat(category));
 
+cl::opt<bool> allTokenRows(
+    "all-token-rows",
+    cl::desc("With a class-token head, compute every token's row in the "
+             "last block too (default: only the class tokens' rows, which "
+             "are all the head reads)"),
+    cl::cat(category));
 cl::opt<bool> training(
     "training",
     cl::desc("Build a training graph: noisy gating from --seed and the "
@@ -630,6 +636,7 @@ int main(int argc, char **argv) {
     options.training = training;
     options.seed = seed;
     options.precision = precision;
+    options.allTokenRows = allTokenRows;
     if (precision == "bf16" && target != "cuda") {
       // Whether bf16 pays on this CPU (BF16KernelChoice.h), said on stderr.
       mlir::vmoe::BF16KernelChoice choice = mlir::vmoe::chooseBF16Kernels(

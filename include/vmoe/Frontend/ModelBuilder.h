@@ -49,6 +49,10 @@ struct BuildOptions {
   /// and dense kernels stored as bf16 pairs, SPEC §9; docs/ModelFormat.md
   /// §5).
   std::string precision = "f32";
+  /// Compute every token's row in the last block even where only the class
+  /// token reaches the head (head `token`). Off by default: the last block
+  /// then skips the rows nothing reads (docs/ModelFormat.md §5).
+  bool allTokenRows = false;
 };
 
 /// Images per compiled batch.

@@ -186,6 +186,9 @@ def VMoE_DispatchOp : VMoE_Op<"dispatch", [Pure, AttrSizedOperandSegments,
     B` then `slots[g, t, i] = fill[e]++` and row `x[g, t]` is copied to
     `buffers[e, g, slot]`; otherwise `slots[g, t, i] = -1` (dropped). Every
     top-1 choice is placed before any top-2 choice. Unfilled rows are zero.
+    A choice whose expert id is outside `[0, E)` (e.g. -1) takes no slot
+    (`slots` -1): the front end leaves choices out this way when the last
+    block computes only the class tokens' rows.
 
     The capacity B is, in order of precedence:
 
@@ -346,8 +349,9 @@ def VMoE_AssignSlotsOp : VMoE_Op<"assign_slots", [Pure,
     The routing half of `vmoe.dispatch`: the same choice-by-choice
     assignment in priority order (`order`, or token order), with the
     capacity B of the `slot_entries` type (`E x G x B`) lowered at run time
-    by the optional `capacity` operand and tokens masked out by the optional
-    `valid` operand as in dispatch, but no token rows are copied.
+    by the optional `capacity` operand, tokens masked out by the optional
+    `valid` operand and expert ids outside `[0, E)` left out as in
+    dispatch, but no token rows are copied.
     Results: `slots` (as dispatch: the slot of each choice, -1 when
     dropped), `slot_entries[e, g, s] = t * k + i` for the choice i of token t
     held by slot s of expert e (-1 for an unfilled slot), and `fill[e, g]`,
