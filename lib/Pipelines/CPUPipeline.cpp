@@ -72,6 +72,8 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createConvertVMoEToSCFPass(lowering));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // Each GEMM and reduction fills its own destination (CSE shared them).
+  pm.addPass(createVMoEUnshareFillInitsPass());
 
   // Tensors -> buffers; function arguments become identity-layout memrefs.
   bufferization::OneShotBufferizePassOptions bufferize;

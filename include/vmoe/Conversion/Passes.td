@@ -131,7 +131,14 @@ def VMoEVectorizeContractionsPass
     over the batch dims, each iteration packing on its own thread's stack), and
     large single ones their column panels; every output element keeps one
     writer and one summation order, so results do not depend on the thread
-    count. A B operand read through a panel map
+    count. A destination zero-filled right before (a `linalg.fill` of +0.0,
+    only allocations and ops without memory effects between) loses the
+    fill: the first block of k starts from zero registers instead of
+    loading C. An all-parallel `linalg.generic` that finishes C in place
+    right after (its only output C with the identity map; inputs other
+    buffers read along C's dims, contiguous along its columns; a body of
+    elementwise f32 arith/math ops: a bias, an activation) is folded into
+    the stores of the last block of k and erased. A B operand read through a panel map
     `(..., n floordiv L, k, n mod L)` (constant weights stored packed,
     folded from `vmoe.unpack_panels` by convert-vmoe-to-scf) is streamed in
     place: no packing scratch and no copy on any call. A bf16 pair

@@ -9,7 +9,9 @@
 // all but the innermost M dim become outer scf.for loops, the innermost M
 // dim is the row dim of the microkernel, the N dim its (contiguous) column
 // dim and the K dim its reduction. The accumulator starts from the current
-// output, so the rewrite keeps the semantics of `out += a * b`. A B operand
+// output, so the rewrite keeps the semantics of `out += a * b`; when a
+// linalg.fill of +0.0 into the output comes right before, it starts from
+// zero registers instead and the fill is erased. A B operand
 // in panel layout (constant weights packed once at load; its map ends in
 // `(n floordiv L, k, n mod L)`, vmoe/Codegen/PanelLayout.h) is read in
 // place; any other B is packed into a scratch on every call. A bf16 pair
@@ -33,10 +35,14 @@
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/DenseMap.h"
 
@@ -74,11 +80,142 @@ static SmallVector<Value> operandIndices(AffineMap map,
   return indices;
 }
 
+/// The linalg.fill of +0.0 into `c` that comes right before `op` (only
+/// allocations and ops without memory effects between), or null. A GEMM
+/// that stores every element of c makes it redundant: it starts from zero
+/// accumulators.
+static linalg::FillOp precedingZeroFill(Operation *op, Value c) {
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode()) {
+    if (auto fill = dyn_cast<linalg::FillOp>(prev)) {
+      if (fill.hasPureBufferSemantics() && fill.getOutputs()[0] == c &&
+          matchPattern(fill.getInputs()[0], m_PosZeroFloat()))
+        return fill;
+      return nullptr;
+    }
+    if (!isMemoryEffectFree(prev) &&
+        !isa<memref::AllocOp, memref::AllocaOp>(prev))
+      return nullptr;
+  }
+  return nullptr;
+}
+
+/// The buffer `v` is a view of (or is) `base`.
+static Value viewSource(Value v) {
+  while (auto view = v.getDefiningOp<ViewLikeOpInterface>())
+    v = view.getViewSource();
+  return v;
+}
+
+/// An elementwise linalg.generic that finishes C in place right after the
+/// contraction (bias, activation), evaluated on the accumulator registers
+/// before they are stored (GemmAccessors::storeC) instead of in a pass of
+/// its own over C.
+struct Epilogue {
+  linalg::GenericOp op;
+  /// Per input: the C dims its indices come from (map results).
+  SmallVector<SmallVector<unsigned>> inputDims;
+  /// Per input: whether it varies along C's last (column) dim; if so that
+  /// is its last, contiguous dim and it is read by vectors.
+  SmallVector<bool> alongColumns;
+
+  /// The body on vectors: `acc` is the accumulator, inputs are read at the
+  /// C indices `cIndices` (column vector at cIndices.back()).
+  Value apply(OpBuilder &b, Location loc, VectorType type, Value acc,
+              ArrayRef<Value> cIndices, Value mask) {
+    IRMapping map;
+    Block &body = op.getRegion().front();
+    for (auto [i, operand] : llvm::enumerate(op.getDpsInputOperands())) {
+      SmallVector<Value> indices;
+      for (unsigned d : inputDims[i])
+        indices.push_back(cIndices[d]);
+      Value value;
+      if (alongColumns[i]) {
+        value = loadVector(b, loc, type, operand->get(), indices, mask);
+      } else {
+        value = memref::LoadOp::create(b, loc, operand->get(), indices);
+        value = vector::BroadcastOp::create(b, loc, type, value);
+      }
+      map.map(body.getArgument(i), value);
+    }
+    map.map(body.getArgument(op.getNumDpsInputs()), acc);
+    for (Operation &inner : body.without_terminator()) {
+      for (Value operand : inner.getOperands())
+        if (!map.contains(operand)) // Defined above: a scalar constant.
+          map.map(operand, vector::BroadcastOp::create(
+                               b, loc,
+                               VectorType::get(type.getShape(),
+                                               operand.getType()),
+                               operand));
+      OperationState state(inner.getLoc(), inner.getName());
+      for (Value operand : inner.getOperands())
+        state.operands.push_back(map.lookup(operand));
+      for (Type t : inner.getResultTypes())
+        state.types.push_back(VectorType::get(type.getShape(), t));
+      state.attributes = inner.getAttrs();
+      Operation *vectorOp = b.create(state);
+      map.map(inner.getResults(), vectorOp->getResults());
+    }
+    return map.lookup(body.getTerminator()->getOperand(0));
+  }
+};
+
+/// The epilogue of a contraction writing `c`: the next op with memory
+/// effects, when it is an all-parallel linalg.generic whose only output is
+/// `c` (identity map), whose inputs are other buffers read along C's dims
+/// (C's last dim, if used, last and contiguous), and whose body is made of
+/// elementwise f32 arith/math ops.
+static std::optional<Epilogue> followingEpilogue(Operation *op, Value c) {
+  Operation *next = op->getNextNode();
+  while (next && isMemoryEffectFree(next))
+    next = next->getNextNode();
+  auto generic = dyn_cast_or_null<linalg::GenericOp>(next);
+  if (!generic || !generic.hasPureBufferSemantics() ||
+      generic.getNumDpsInits() != 1 ||
+      generic.getDpsInitOperand(0)->get() != c ||
+      generic.getNumReductionLoops() != 0 ||
+      !generic.getMatchingIndexingMap(generic.getDpsInitOperand(0))
+           .isIdentity())
+    return std::nullopt;
+  auto cType = cast<MemRefType>(c.getType());
+  unsigned last = cType.getRank() - 1;
+  Epilogue epilogue{generic, {}, {}};
+  for (OpOperand *input : generic.getDpsInputOperands()) {
+    auto type = dyn_cast<MemRefType>(input->get().getType());
+    AffineMap map = generic.getMatchingIndexingMap(input);
+    if (!type || !type.getElementType().isF32() ||
+        viewSource(input->get()) == viewSource(c) ||
+        !map.isProjectedPermutation(/*allowZeroInResults=*/false))
+      return std::nullopt;
+    SmallVector<unsigned> dims;
+    for (AffineExpr expr : map.getResults())
+      dims.push_back(cast<AffineDimExpr>(expr).getPosition());
+    bool along = llvm::is_contained(dims, last);
+    if (along && (dims.back() != last || !hasContiguousRows(type)))
+      return std::nullopt;
+    epilogue.inputDims.push_back(dims);
+    epilogue.alongColumns.push_back(along);
+  }
+  Block &body = generic.getRegion().front();
+  for (Operation &inner : body.without_terminator()) {
+    if (!OpTrait::hasElementwiseMappableTraits(&inner) ||
+        inner.getNumRegions() != 0 ||
+        !isa<arith::ArithDialect, math::MathDialect>(inner.getDialect()))
+      return std::nullopt;
+    for (Type t : llvm::concat<Type>(inner.getOperandTypes(),
+                                     inner.getResultTypes()))
+      if (!t.isF32() && !t.isInteger(1))
+        return std::nullopt;
+  }
+  return epilogue;
+}
+
 /// Rewrites one contraction; fails (leaving it alone) when it does not fit.
+/// An epilogue it folds in is erased and added to `erased`.
 static LogicalResult vectorizeContraction(RewriterBase &rewriter,
                                           linalg::GenericOp op,
                                           const MicrokernelShape &shape,
-                                          bool parallel) {
+                                          bool parallel,
+                                          SmallPtrSetImpl<Operation *> &erased) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
       op.getNumDpsInits() != 1)
     return failure();
@@ -170,6 +307,19 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
     if (llvm::is_contained(dims->m, d))
       rowDim = d;
   }
+
+  // A destination zero-filled just before: the first block of k starts
+  // from zero instead of loading C, and the fill goes (every element of C
+  // is stored once K >= 1).
+  SmallVector<int64_t> loopSizes = op.getStaticLoopRanges();
+  linalg::FillOp zeroFill;
+  if (!ShapedType::isDynamic(loopSizes[kDim]) && loopSizes[kDim] >= 1)
+    zeroFill = precedingZeroFill(op, out->get());
+  // An elementwise op finishing C right after: applied to the registers of
+  // the last block of k before they are stored (needs K >= 1 too).
+  std::optional<Epilogue> epilogue;
+  if (!ShapedType::isDynamic(loopSizes[kDim]) && loopSizes[kDim] >= 1)
+    epilogue = followingEpilogue(op, out->get());
 
   Location loc = op.getLoc();
   rewriter.setInsertionPoint(op);
@@ -282,8 +432,14 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
                               Value acc, Value mask) {
             plain.storeC(b, loc, shifted(b, loc, row), n, acc, mask);
           };
-          access.loadPartial = access.initC;
-          access.storePartial = access.storeC;
+          access.loadPartial = [&](OpBuilder &b, Location loc, Value row,
+                                   Value n, Value mask) {
+            return plain.loadPartial(b, loc, shifted(b, loc, row), n, mask);
+          };
+          access.storePartial = [&](OpBuilder &b, Location loc, Value row,
+                                    Value n, Value acc, Value mask) {
+            plain.storePartial(b, loc, shifted(b, loc, row), n, acc, mask);
+          };
           emitGemm(b, loc, rows, n, k, staticN, shape, access,
                    /*scratch=*/Value(), parallelPanels);
           LLVM::StackRestoreOp::create(b, loc, stack);
@@ -354,24 +510,37 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
             lead.resize(lead.size() - 2);
             prefetchPanelVector(b, loc, bMem, lead, k, n);
           };
+        // C's indices at (row, n) of this GEMM.
+        auto cIndices = [&](Value row, Value n) {
+          DenseMap<unsigned, Value> at = ivs;
+          at[rowDim] = row;
+          at[nDim] = n;
+          return operandIndices(cMap, at);
+        };
+        // Between blocks of k C holds the partial sums (zero start or not).
+        access.loadPartial = [&](OpBuilder &b, Location loc, Value row,
+                                 Value n, Value mask) {
+          return loadVector(b, loc, vectorType, c, cIndices(row, n), mask);
+        };
+        access.storePartial = [&](OpBuilder &b, Location loc, Value row,
+                                  Value n, Value acc, Value mask) {
+          storeVector(b, loc, acc, c, cIndices(row, n), mask);
+        };
         access.initC = [&](OpBuilder &b, Location loc, Value row, Value n,
                            Value mask) {
-          DenseMap<unsigned, Value> at = ivs;
-          at[rowDim] = row;
-          at[nDim] = n;
-          return loadVector(b, loc, vectorType, c, operandIndices(cMap, at),
-                            mask);
+          if (zeroFill)
+            return Value(arith::ConstantOp::create(
+                b, loc, vectorType, b.getZeroAttr(vectorType)));
+          return access.loadPartial(b, loc, row, n, mask);
         };
+        // The last block of k: the epilogue, then the store.
         access.storeC = [&](OpBuilder &b, Location loc, Value row, Value n,
                             Value acc, Value mask) {
-          DenseMap<unsigned, Value> at = ivs;
-          at[rowDim] = row;
-          at[nDim] = n;
-          storeVector(b, loc, acc, c, operandIndices(cMap, at), mask);
+          SmallVector<Value> indices = cIndices(row, n);
+          if (epilogue)
+            acc = epilogue->apply(b, loc, vectorType, acc, indices, mask);
+          storeVector(b, loc, acc, c, indices, mask);
         };
-        // C holds its own partial sums between blocks of k.
-        access.loadPartial = access.initC;
-        access.storePartial = access.storeC;
         if (pairs) {
           pairGemm(b, loc, access, ivs);
           return;
@@ -383,6 +552,12 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
   DenseMap<unsigned, Value> ivs;
   nest(rewriter, loc, 0, ivs);
   rewriter.eraseOp(op);
+  if (zeroFill)
+    rewriter.eraseOp(zeroFill);
+  if (epilogue) {
+    erased.insert(epilogue->op);
+    rewriter.eraseOp(epilogue->op);
+  }
   return success();
 }
 
@@ -413,8 +588,12 @@ struct VMoEVectorizeContractionsPass
         [&](linalg::GenericOp op) { candidates.push_back(op); });
     IRRewriter rewriter(&getContext());
     SmallVector<Operation *> leftRounding;
+    SmallPtrSet<Operation *, 8> erased; // Epilogues folded into GEMMs.
     for (linalg::GenericOp op : candidates) {
-      if (succeeded(vectorizeContraction(rewriter, op, shape, parallel)))
+      if (erased.contains(op))
+        continue;
+      if (succeeded(
+              vectorizeContraction(rewriter, op, shape, parallel, erased)))
         continue;
       op.getBlock()->walk([&](arith::TruncFOp trunc) {
         if (getElementTypeOrSelf(trunc.getType()).isBF16())

@@ -147,3 +147,188 @@ func.func @negative_tensors(%a: tensor<12x64xf32>, %b: tensor<64x32xf32>, %c: te
   } -> tensor<12x32xf32>
   return %r : tensor<12x32xf32>
 }
+
+// -----
+
+#mk = affine_map<(m, k, n) -> (m, k)>
+#kn = affine_map<(m, k, n) -> (k, n)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+
+// C zero-filled right before (an allocation between): the fill goes and
+// the first block of k starts from zero registers; C is loaded only for
+// the partial sums of later blocks (K = 600: two blocks of 512 rows).
+// CHECK-LABEL: func.func @matmul_zero_filled
+// CHECK-NOT: linalg.fill
+// CHECK: scf.if
+// CHECK-NEXT: arith.constant dense<0.000000e+00> : vector<8xf32>
+// CHECK-NOT: vector.load
+// CHECK: } else {
+// CHECK-NEXT: vector.load %{{.*}} : memref<12x32xf32>, vector<8xf32>
+func.func @matmul_zero_filled(%a: memref<12x600xf32>, %b: memref<600x32xf32>) -> memref<12x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %c = memref.alloc() : memref<12x32xf32>
+  linalg.fill ins(%zero : f32) outs(%c : memref<12x32xf32>)
+  %other = memref.alloc() : memref<4xf32>
+  linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %b : memref<12x600xf32>, memref<600x32xf32>) outs(%c : memref<12x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  memref.dealloc %other : memref<4xf32>
+  return %c : memref<12x32xf32>
+}
+
+// -----
+
+#mk = affine_map<(m, k, n) -> (m, k)>
+#kn = affine_map<(m, k, n) -> (k, n)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+
+// Left alone: a fill of 1.0, a zero fill of another buffer, and a zero
+// fill followed by a write to C before the contraction; each GEMM starts
+// from C.
+// CHECK-LABEL: func.func @matmul_fill_kept
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : memref<12x32xf32>)
+// CHECK: scf.if
+// CHECK-NEXT: vector.load %{{.*}} : memref<12x32xf32>, vector<8xf32>
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : memref<12x32xf32>)
+// CHECK: scf.if
+// CHECK-NEXT: vector.load %{{.*}} : memref<12x32xf32>, vector<8xf32>
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : memref<12x32xf32>)
+// CHECK: memref.store
+// CHECK: scf.if
+// CHECK-NEXT: vector.load %{{.*}} : memref<12x32xf32>, vector<8xf32>
+func.func @matmul_fill_kept(%a: memref<12x64xf32>, %b: memref<64x32xf32>, %c: memref<12x32xf32>, %d: memref<12x32xf32>, %e: memref<12x32xf32>) {
+  %one = arith.constant 1.0 : f32
+  %zero = arith.constant 0.0 : f32
+  %i = arith.constant 0 : index
+  linalg.fill ins(%one : f32) outs(%c : memref<12x32xf32>)
+  linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %b : memref<12x64xf32>, memref<64x32xf32>) outs(%c : memref<12x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%e : memref<12x32xf32>)
+  linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %b : memref<12x64xf32>, memref<64x32xf32>) outs(%d : memref<12x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%e : memref<12x32xf32>)
+  memref.store %one, %e[%i, %i] : memref<12x32xf32>
+  linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %b : memref<12x64xf32>, memref<64x32xf32>) outs(%e : memref<12x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+#mk = affine_map<(m, k, n) -> (m, k)>
+#kn = affine_map<(m, k, n) -> (k, n)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+#n = affine_map<(m, n) -> (n)>
+#m = affine_map<(m, n) -> (m)>
+#id = affine_map<(m, n) -> (m, n)>
+
+// An elementwise op finishing C in place right after the contraction (a
+// bias along the columns, a scale per row, tanh) runs on the registers of
+// the last block of k before they are stored: no pass of its own over C.
+// The partial sums of earlier blocks are stored as they are.
+// CHECK-LABEL: func.func @matmul_epilogue
+// CHECK-NOT: linalg.generic
+// CHECK: scf.if
+// CHECK: vector.load %{{.*}} : memref<32xf32>, vector<8xf32>
+// CHECK: memref.load %{{.*}} : memref<12xf32>
+// CHECK: vector.broadcast
+// CHECK: arith.addf {{.*}} : vector<8xf32>
+// CHECK: arith.mulf {{.*}} : vector<8xf32>
+// CHECK: math.tanh {{.*}} : vector<8xf32>
+// CHECK: vector.store
+// CHECK: } else {
+// CHECK-NOT: math.tanh
+// CHECK: vector.store
+func.func @matmul_epilogue(%a: memref<12x600xf32>, %b: memref<600x32xf32>, %c: memref<12x32xf32>, %bias: memref<32xf32>, %scale: memref<12xf32>) {
+  linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %b : memref<12x600xf32>, memref<600x32xf32>) outs(%c : memref<12x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#n, #m, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%bias, %scale : memref<32xf32>, memref<12xf32>) outs(%c : memref<12x32xf32>) {
+  ^bb0(%v: f32, %r: f32, %acc: f32):
+    %s = arith.addf %acc, %v : f32
+    %t = arith.mulf %s, %r : f32
+    %u = math.tanh %t : f32
+    linalg.yield %u : f32
+  }
+  return
+}
+
+// -----
+
+#mk = affine_map<(m, k, n) -> (m, k)>
+#kn = affine_map<(m, k, n) -> (k, n)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+#id = affine_map<(m, n) -> (m, n)>
+#t = affine_map<(m, n) -> (n, m)>
+
+// Not an epilogue (each stays a linalg.generic after the GEMM): an op
+// writing another buffer, one reading C itself, one reading an input
+// transposed (its columns are not contiguous).
+// CHECK-LABEL: func.func @matmul_no_epilogue
+// CHECK-COUNT-3: linalg.generic
+func.func @matmul_no_epilogue(%a: memref<12x64xf32>, %b: memref<64x32xf32>, %c: memref<12x32xf32>, %d: memref<12x32xf32>, %e: memref<32x12xf32>) {
+  linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %b : memref<12x64xf32>, memref<64x32xf32>) outs(%c : memref<12x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c : memref<12x32xf32>) outs(%d : memref<12x32xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %s = arith.addf %acc, %v : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %b : memref<12x64xf32>, memref<64x32xf32>) outs(%d : memref<12x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%d : memref<12x32xf32>) outs(%d : memref<12x32xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %s = arith.addf %acc, %v : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %b : memref<12x64xf32>, memref<64x32xf32>) outs(%c : memref<12x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#t, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%e : memref<32x12xf32>) outs(%c : memref<12x32xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %s = arith.addf %acc, %v : f32
+    linalg.yield %s : f32
+  }
+  return
+}
