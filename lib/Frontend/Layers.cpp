@@ -112,10 +112,11 @@ Value ForwardBuilder::add(Value lhs, Value rhs) {
 /// v / sqrt(mean(v^2) + eps) for every row of v [M, D] (mean over D).
 Value ForwardBuilder::divideByRms(Value v) {
   Value width = floatConst(b, loc, f32, static_cast<double>(shape(v).back()));
+  // Row sums in any order (vector accumulators), as the reference's.
   Value squares = reduceLastDim(
       b, loc, v, 0.0, [](OpBuilder &b, Location loc, Value acc, Value x) {
-        return Value(arith::AddFOp::create(
-            b, loc, acc, arith::MulFOp::create(b, loc, x, x)));
+        return reassociableAdd(b, loc, acc,
+                               arith::MulFOp::create(b, loc, x, x));
       });
   Value eps = floatConst(b, loc, f32, model.layerNormEpsilon);
   Value one = floatConst(b, loc, f32, 1.0);
@@ -159,7 +160,7 @@ Value ForwardBuilder::scaleRows(Value normed, const std::string &prefix,
 Value ForwardBuilder::layerNorm(Value x, const std::string &prefix) {
   double d = static_cast<double>(shape(x).back());
   auto addFn = [](OpBuilder &b, Location loc, Value acc, Value v) {
-    return Value(arith::AddFOp::create(b, loc, acc, v));
+    return reassociableAdd(b, loc, acc, v);
   };
   Value sums = reduceLastDim(b, loc, x, 0.0, addFn);
   Value width = floatConst(b, loc, f32, d);
@@ -190,7 +191,7 @@ Value ForwardBuilder::attentionWeights(Value scores, int64_t dh) {
   scores = mapScalars(scores, [&](OpBuilder &b, Location loc, Value s) {
     return Value(arith::DivFOp::create(b, loc, s, root));
   });
-  return buildSoftmaxLastDim(b, loc, scores);
+  return buildSoftmaxLastDim(b, loc, scores, /*reassociate=*/true);
 }
 
 /// fn(v) for every element of `input`.

@@ -165,12 +165,23 @@ Value mlir::vmoe::mapWithRowValue(OpBuilder &b, Location loc, Value input,
       .getResult(0);
 }
 
-Value mlir::vmoe::buildSoftmaxLastDim(OpBuilder &b, Location loc,
-                                      Value input) {
+Value mlir::vmoe::reassociableAdd(OpBuilder &b, Location loc, Value lhs,
+                                  Value rhs) {
+  auto add = arith::AddFOp::create(b, loc, lhs, rhs);
+  add.setFastmath(arith::FastMathFlags::reassoc);
+  return add;
+}
+
+Value mlir::vmoe::buildSoftmaxLastDim(OpBuilder &b, Location loc, Value input,
+                                      bool reassociate) {
   double inf = std::numeric_limits<double>::infinity();
   Value rowMax = reduceLastDim(
-      b, loc, input, -inf, [](OpBuilder &b, Location loc, Value acc, Value v) {
-        return Value(arith::MaximumFOp::create(b, loc, acc, v));
+      b, loc, input, -inf,
+      [&](OpBuilder &b, Location loc, Value acc, Value v) {
+        auto max = arith::MaximumFOp::create(b, loc, acc, v);
+        if (reassociate)
+          max.setFastmath(arith::FastMathFlags::reassoc);
+        return Value(max);
       });
   Value exps = mapWithRowValue(
       b, loc, input, rowMax, [](OpBuilder &b, Location loc, Value v, Value m) {
@@ -178,8 +189,9 @@ Value mlir::vmoe::buildSoftmaxLastDim(OpBuilder &b, Location loc,
             math::ExpOp::create(b, loc, arith::SubFOp::create(b, loc, v, m)));
       });
   Value sums = reduceLastDim(
-      b, loc, exps, 0.0, [](OpBuilder &b, Location loc, Value acc, Value v) {
-        return Value(arith::AddFOp::create(b, loc, acc, v));
+      b, loc, exps, 0.0, [&](OpBuilder &b, Location loc, Value acc, Value v) {
+        return reassociate ? reassociableAdd(b, loc, acc, v)
+                           : Value(arith::AddFOp::create(b, loc, acc, v));
       });
   return mapWithRowValue(
       b, loc, exps, sums, [](OpBuilder &b, Location loc, Value v, Value sum) {

@@ -77,8 +77,15 @@ Value reduceLastDim(OpBuilder &b, Location loc, Value input, double initial,
 Value mapWithRowValue(OpBuilder &b, Location loc, Value input, Value perRow,
                       ScalarFn fn);
 
-/// softmax over the last dim: exp(v - max) / sum, in that order.
-Value buildSoftmaxLastDim(OpBuilder &b, Location loc, Value input);
+/// softmax over the last dim: exp(v - max) / sum, in that order. With
+/// `reassociate`, the row max and sum may be taken in any order
+/// (fastmath `reassoc`: vector accumulators; the max is exact either way).
+Value buildSoftmaxLastDim(OpBuilder &b, Location loc, Value input,
+                          bool reassociate = false);
+
+/// `lhs + rhs` that LLVM may reassociate with other such adds (fastmath
+/// `reassoc`): a row sum of them vectorizes.
+Value reassociableAdd(OpBuilder &b, Location loc, Value lhs, Value rhs);
 
 /// The activation of vmoe.expert_ffn applied to the scalar `v`.
 Value buildActivation(OpBuilder &b, Location loc, Activation activation,
