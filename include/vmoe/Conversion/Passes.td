@@ -129,7 +129,8 @@ def VMoEVectorizeContractionsPass
     large batched contractions (attention over images x heads, expert
     matmuls) split their batches across OpenMP threads (an `scf.parallel`
     over the batch dims, each iteration packing on its own thread's stack), and
-    large single ones their column panels; every output element keeps one
+    large single ones their column panels (bf16 pair GEMMs their blocks of
+    rows, each thread rounding its own rows); every output element keeps one
     writer and one summation order, so results do not depend on the thread
     count. A destination zero-filled right before (a `linalg.fill` of +0.0,
     only allocations and ops without memory effects between) loses the

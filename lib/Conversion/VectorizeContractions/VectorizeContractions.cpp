@@ -141,11 +141,11 @@ struct Epilogue {
     for (Operation &inner : body.without_terminator()) {
       for (Value operand : inner.getOperands())
         if (!map.contains(operand)) // Defined above: a scalar constant.
-          map.map(operand, vector::BroadcastOp::create(
-                               b, loc,
-                               VectorType::get(type.getShape(),
-                                               operand.getType()),
-                               operand));
+          map.map(operand,
+                  vector::BroadcastOp::create(
+                      b, loc,
+                      VectorType::get(type.getShape(), operand.getType()),
+                      operand));
       OperationState state(inner.getLoc(), inner.getName());
       for (Value operand : inner.getOperands())
         state.operands.push_back(map.lookup(operand));
@@ -201,8 +201,8 @@ static std::optional<Epilogue> followingEpilogue(Operation *op, Value c) {
         inner.getNumRegions() != 0 ||
         !isa<arith::ArithDialect, math::MathDialect>(inner.getDialect()))
       return std::nullopt;
-    for (Type t : llvm::concat<Type>(inner.getOperandTypes(),
-                                     inner.getResultTypes()))
+    for (Type t :
+         llvm::concat<Type>(inner.getOperandTypes(), inner.getResultTypes()))
       if (!t.isF32() && !t.isInteger(1))
         return std::nullopt;
   }
@@ -211,11 +211,10 @@ static std::optional<Epilogue> followingEpilogue(Operation *op, Value c) {
 
 /// Rewrites one contraction; fails (leaving it alone) when it does not fit.
 /// An epilogue it folds in is erased and added to `erased`.
-static LogicalResult vectorizeContraction(RewriterBase &rewriter,
-                                          linalg::GenericOp op,
-                                          const MicrokernelShape &shape,
-                                          bool parallel,
-                                          SmallPtrSetImpl<Operation *> &erased) {
+static LogicalResult
+vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
+                     const MicrokernelShape &shape, bool parallel,
+                     SmallPtrSetImpl<Operation *> &erased) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
       op.getNumDpsInits() != 1)
     return failure();
@@ -280,9 +279,9 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
     return failure();
   // Panels hold B only (A is read by rows) and have their k, n as B's.
   bool bInPanels = panel && panel->plain == bMap;
-  if (panel && (!bInPanels ||
-                cast<AffineDimExpr>(bMap.getResults().drop_back().back())
-                        .getPosition() != kDim))
+  if (panel &&
+      (!bInPanels || cast<AffineDimExpr>(bMap.getResults().drop_back().back())
+                             .getPosition() != kDim))
     return failure();
   // bf16 pairs: the body must be the pair product of A and the pair words,
   // and A rows contiguous along k (they are rounded to pairs by vectors).
@@ -352,10 +351,10 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
   // one writer and one summation order, whatever the thread count.
   int64_t batches = 1;
   for (unsigned d : outerDims)
-    batches = ShapedType::isDynamic(staticSizes[d]) ||
-                      ShapedType::isDynamic(batches)
-                  ? ShapedType::kDynamic
-                  : batches * staticSizes[d];
+    batches =
+        ShapedType::isDynamic(staticSizes[d]) || ShapedType::isDynamic(batches)
+            ? ShapedType::kDynamic
+            : batches * staticSizes[d];
   bool parallelBatches = parallel && large && !outerDims.empty() &&
                          (ShapedType::isDynamic(batches) || batches >= 2);
   bool parallelPanels = parallel && large && !parallelBatches;
@@ -367,12 +366,11 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
   int64_t staticK = staticSizes[kDim];
   int64_t staticWords =
       ShapedType::isDynamic(staticK) ? ShapedType::kDynamic : (staticK + 1) / 2;
-  int64_t blockRows =
-      ShapedType::isDynamic(staticWords)
-          ? 8 * shape.rows
-          : std::max<int64_t>(1, kPairScratchBytes / 4 / staticWords /
-                                     shape.rows) *
-                shape.rows;
+  int64_t blockRows = ShapedType::isDynamic(staticWords)
+                          ? 8 * shape.rows
+                          : std::max<int64_t>(1, kPairScratchBytes / 4 /
+                                                     staticWords / shape.rows) *
+                                shape.rows;
   auto pairGemm = [&](OpBuilder &b, Location loc, const GemmAccessors &plain,
                       const DenseMap<unsigned, Value> &ivs) {
     auto index = [&](int64_t v) {
@@ -380,71 +378,83 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
     };
     Value m = size(rowDim), n = size(nDim), k = size(kDim);
     Value words = arith::CeilDivUIOp::create(b, loc, k, index(2));
-    scf::ForOp::create(
-        b, loc, index(0), m, index(blockRows), ValueRange{},
-        [&](OpBuilder &b, Location loc, Value r0, ValueRange) {
-          Value rows = arith::MinSIOp::create(
-              b, loc, index(blockRows), arith::SubIOp::create(b, loc, m, r0));
-          Value stack = LLVM::StackSaveOp::create(
-              b, loc, LLVM::LLVMPointerType::get(b.getContext()));
-          auto scratchType =
-              MemRefType::get({blockRows, staticWords}, b.getI32Type());
-          SmallVector<Value> dynamicSizes;
-          if (ShapedType::isDynamic(staticWords))
-            dynamicSizes.push_back(words);
-          Value aPairs = memref::AllocaOp::create(b, loc, scratchType,
-                                                  dynamicSizes,
-                                                  b.getI64IntegerAttr(64));
-          auto shifted = [&](OpBuilder &b, Location loc, Value row) {
-            return Value(arith::AddIOp::create(b, loc, r0, row));
-          };
-          BF16PairProducts products{shape.bf16Dot, shape.lanes};
-          products.roundRowsToPairs(
-              b, loc, aPairs, rows, k, a,
-              [&](OpBuilder &b, Location loc, Value row) {
-                DenseMap<unsigned, Value> at = ivs;
-                at[rowDim] = shifted(b, loc, row);
-                at[kDim] = arith::ConstantIndexOp::create(b, loc, 0);
-                SmallVector<Value> indices = operandIndices(aMap, at);
-                indices.pop_back(); // k, the last (contiguous) dim.
-                return indices;
-              });
-          GemmAccessors access = plain;
-          access.loadA = nullptr;
-          access.loadB = nullptr;
-          access.loadBPairs = [&](OpBuilder &b, Location loc, Value pair,
-                                  Value n) {
-            SmallVector<Value> lead = operandIndices(bMap, ivs);
-            lead.resize(lead.size() - 2); // Leading dims only.
-            return loadPairPanelWords(b, loc, shape.lanes, bMem, lead, pair,
-                                      n);
-          };
-          access.loadAPair = [&](OpBuilder &b, Location loc, Value row,
-                                 Value pair) {
-            return Value(memref::LoadOp::create(b, loc, aPairs,
-                                                ValueRange{row, pair}));
-          };
-          access.initC = [&](OpBuilder &b, Location loc, Value row, Value n,
-                             Value mask) {
-            return plain.initC(b, loc, shifted(b, loc, row), n, mask);
-          };
-          access.storeC = [&](OpBuilder &b, Location loc, Value row, Value n,
-                              Value acc, Value mask) {
-            plain.storeC(b, loc, shifted(b, loc, row), n, acc, mask);
-          };
-          access.loadPartial = [&](OpBuilder &b, Location loc, Value row,
-                                   Value n, Value mask) {
-            return plain.loadPartial(b, loc, shifted(b, loc, row), n, mask);
-          };
-          access.storePartial = [&](OpBuilder &b, Location loc, Value row,
-                                    Value n, Value acc, Value mask) {
-            plain.storePartial(b, loc, shifted(b, loc, row), n, acc, mask);
-          };
-          emitGemm(b, loc, rows, n, k, staticN, shape, access,
-                   /*scratch=*/Value(), parallelPanels);
-          LLVM::StackRestoreOp::create(b, loc, stack);
-          scf::YieldOp::create(b, loc);
-        });
+    // One block of rows: its A rows rounded to pairs on this thread's
+    // stack, then the GEMM of the block over all columns.
+    auto rowBlock = [&](OpBuilder &b, Location loc, Value r0) {
+      Value rows = arith::MinSIOp::create(b, loc, index(blockRows),
+                                          arith::SubIOp::create(b, loc, m, r0));
+      Value stack = LLVM::StackSaveOp::create(
+          b, loc, LLVM::LLVMPointerType::get(b.getContext()));
+      auto scratchType =
+          MemRefType::get({blockRows, staticWords}, b.getI32Type());
+      SmallVector<Value> dynamicSizes;
+      if (ShapedType::isDynamic(staticWords))
+        dynamicSizes.push_back(words);
+      Value aPairs = memref::AllocaOp::create(b, loc, scratchType, dynamicSizes,
+                                              b.getI64IntegerAttr(64));
+      auto shifted = [&](OpBuilder &b, Location loc, Value row) {
+        return Value(arith::AddIOp::create(b, loc, r0, row));
+      };
+      BF16PairProducts products{shape.bf16Dot, shape.lanes};
+      products.roundRowsToPairs(
+          b, loc, aPairs, rows, k, a,
+          [&](OpBuilder &b, Location loc, Value row) {
+            DenseMap<unsigned, Value> at = ivs;
+            at[rowDim] = shifted(b, loc, row);
+            at[kDim] = arith::ConstantIndexOp::create(b, loc, 0);
+            SmallVector<Value> indices = operandIndices(aMap, at);
+            indices.pop_back(); // k, the last (contiguous) dim.
+            return indices;
+          });
+      GemmAccessors access = plain;
+      access.loadA = nullptr;
+      access.loadB = nullptr;
+      access.loadBPairs = [&](OpBuilder &b, Location loc, Value pair, Value n) {
+        SmallVector<Value> lead = operandIndices(bMap, ivs);
+        lead.resize(lead.size() - 2); // Leading dims only.
+        return loadPairPanelWords(b, loc, shape.lanes, bMem, lead, pair, n);
+      };
+      access.loadAPair = [&](OpBuilder &b, Location loc, Value row,
+                             Value pair) {
+        return Value(
+            memref::LoadOp::create(b, loc, aPairs, ValueRange{row, pair}));
+      };
+      access.initC = [&](OpBuilder &b, Location loc, Value row, Value n,
+                         Value mask) {
+        return plain.initC(b, loc, shifted(b, loc, row), n, mask);
+      };
+      access.storeC = [&](OpBuilder &b, Location loc, Value row, Value n,
+                          Value acc, Value mask) {
+        plain.storeC(b, loc, shifted(b, loc, row), n, acc, mask);
+      };
+      access.loadPartial = [&](OpBuilder &b, Location loc, Value row, Value n,
+                               Value mask) {
+        return plain.loadPartial(b, loc, shifted(b, loc, row), n, mask);
+      };
+      access.storePartial = [&](OpBuilder &b, Location loc, Value row, Value n,
+                                Value acc, Value mask) {
+        plain.storePartial(b, loc, shifted(b, loc, row), n, acc, mask);
+      };
+      emitGemm(b, loc, rows, n, k, staticN, shape, access,
+               /*scratch=*/Value(), /*parallelPanels=*/false);
+      LLVM::StackRestoreOp::create(b, loc, stack);
+    };
+    // Large GEMMs split their blocks of rows across threads (each rounds
+    // its own rows; one writer per row of C), so that no thread waits while
+    // another rounds A, as splitting the columns of each block would.
+    if (parallelPanels) {
+      scf::ParallelOp::create(b, loc, ValueRange{index(0)}, ValueRange{m},
+                              ValueRange{index(blockRows)},
+                              [&](OpBuilder &b, Location loc, ValueRange r0) {
+                                rowBlock(b, loc, r0[0]);
+                              });
+      return;
+    }
+    scf::ForOp::create(b, loc, index(0), m, index(blockRows), ValueRange{},
+                       [&](OpBuilder &b, Location loc, Value r0, ValueRange) {
+                         rowBlock(b, loc, r0);
+                         scf::YieldOp::create(b, loc);
+                       });
   };
 
   std::function<void(OpBuilder &, Location, unsigned,
@@ -484,8 +494,8 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
           DenseMap<unsigned, Value> at = ivs;
           at[rowDim] = row;
           at[kDim] = k;
-          return Value(memref::LoadOp::create(b, loc, a,
-                                              operandIndices(aMap, at)));
+          return Value(
+              memref::LoadOp::create(b, loc, a, operandIndices(aMap, at)));
         };
         access.loadB = [&](OpBuilder &b, Location loc, Value k, Value n,
                            Value mask) {
@@ -504,8 +514,7 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
             return loadPanelVector(b, loc, vectorType, bMem, lead, k, n);
           };
         if (bInPanels)
-          access.prefetchB = [&](OpBuilder &b, Location loc, Value k,
-                                 Value n) {
+          access.prefetchB = [&](OpBuilder &b, Location loc, Value k, Value n) {
             SmallVector<Value> lead = operandIndices(bMap, ivs);
             lead.resize(lead.size() - 2);
             prefetchPanelVector(b, loc, bMem, lead, k, n);
@@ -518,8 +527,8 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
           return operandIndices(cMap, at);
         };
         // Between blocks of k C holds the partial sums (zero start or not).
-        access.loadPartial = [&](OpBuilder &b, Location loc, Value row,
-                                 Value n, Value mask) {
+        access.loadPartial = [&](OpBuilder &b, Location loc, Value row, Value n,
+                                 Value mask) {
           return loadVector(b, loc, vectorType, c, cIndices(row, n), mask);
         };
         access.storePartial = [&](OpBuilder &b, Location loc, Value row,
@@ -529,8 +538,8 @@ static LogicalResult vectorizeContraction(RewriterBase &rewriter,
         access.initC = [&](OpBuilder &b, Location loc, Value row, Value n,
                            Value mask) {
           if (zeroFill)
-            return Value(arith::ConstantOp::create(
-                b, loc, vectorType, b.getZeroAttr(vectorType)));
+            return Value(arith::ConstantOp::create(b, loc, vectorType,
+                                                   b.getZeroAttr(vectorType)));
           return access.loadPartial(b, loc, row, n, mask);
         };
         // The last block of k: the epilogue, then the store.

@@ -2,6 +2,9 @@
 // RUN:   -vmoe-vectorize-contractions="vector-width=16 tile-rows=8 tile-vectors=3 bf16-dot=true" \
 // RUN:   | FileCheck %s --check-prefix=DOT
 // RUN: vmoe-opt %s -split-input-file -vmoe-vectorize-contractions | FileCheck %s --check-prefix=SHIFT
+// RUN: vmoe-opt %s -split-input-file \
+// RUN:   -vmoe-vectorize-contractions="vector-width=16 tile-rows=8 tile-vectors=3 bf16-dot=true parallel=true" \
+// RUN:   | FileCheck %s --check-prefix=PAR
 
 // A bf16 pair contraction (a dense kernel stored as bf16 pair panels,
 // folded by convert-vmoe-to-scf): per block of rows, the A rows are rounded
@@ -27,6 +30,8 @@
 // DOT-NOT: linalg.generic
 // DOT: return
 // SHIFT-LABEL: func.func @dense_bf16_pairs
+// PAR-LABEL: func.func @dense_bf16_pairs(
+// PAR-NOT: scf.parallel
 // SHIFT-NOT: x86vector
 // SHIFT-NOT: arith.truncf
 // SHIFT: memref.alloca() {alignment = 64 : i64} : memref<{{[0-9]+}}x16xi32>
@@ -76,6 +81,15 @@ func.func @dense_bf16_pairs(%a: memref<40x32xf32>, %p: memref<3x16x16xf32>, %c: 
 // DOT: memref.alloca() {alignment = 64 : i64} : memref<40x768xi32>
 // SHIFT-LABEL: func.func @dense_bf16_pairs_row_blocks
 // SHIFT: memref.alloca() {alignment = 64 : i64} : memref<42x768xi32>
+/// With `parallel`, a large pair GEMM (2^20 multiply-adds or more) splits
+/// its blocks of rows across threads: each rounds its own rows on its own
+/// stack and runs every column of them (one writer per row of C).
+// PAR-LABEL: func.func @dense_bf16_pairs_row_blocks
+// PAR: scf.parallel (%{{.*}}) = (%{{.*}}) to (%{{.*}}) step (%[[R:.*]])
+// PAR: llvm.intr.stacksave
+// PAR: memref.alloca() {alignment = 64 : i64} : memref<40x768xi32>
+// PAR-NOT: scf.parallel
+// PAR: llvm.intr.stackrestore
 #mk = affine_map<(m, k, n) -> (m, k)>
 #pairs = affine_map<(m, k, n) -> (n floordiv 16, k floordiv 2, n mod 16)>
 #mn = affine_map<(m, k, n) -> (m, n)>
