@@ -20,17 +20,27 @@ f is what the compiled model executes (it skips unfilled slots): the kept
 choices the executable's --stats prints for the run, over the images; at
 most min(k·T, E·B·G/N) (every choice kept, or every slot full). The dense
 twin (the description without "moe") has only dense MLP blocks.
+
+With a class-token head vmoe-compile computes only the class token's row
+in the last block (docs/ModelFormat.md §2; unless --all-token-rows), and
+so does this count by default (all_token_rows=False): a dense last block
+has one query (scores and mixing 2·T·D each, out 2·D², MLP 4·D·H); an
+(token choice) last block keeps its full attention and router but runs the experts
+on the class token's kept choices only, counted as k (an upper bound:
+--stats does not single them out). all_token_rows=True counts every row,
+as a graph that computes them all (the static ONNX module) executes.
 """
 
 from vmoe_ref.model import description_moe_blocks, tokens_per_image
 
 
-def flops_per_image(desc, kept_per_image=None):
+def flops_per_image(desc, kept_per_image=None, all_token_rows=False):
     """Executed GEMM FLOPs per image of a parsed description.
 
     kept_per_image: per MoE block (in block order), the mean number of kept
     choices (filled slots) per image; required when the description has
-    MoE blocks."""
+    MoE blocks. all_token_rows: count every row of the last block (see the
+    module doc) instead of the class token's only."""
     if desc["head"] == "map":
         raise ValueError("the FLOP count does not cover the MAP head")
     D, H, depth = desc["width"], desc["mlp_dim"], desc["depth"]
@@ -50,6 +60,18 @@ def flops_per_image(desc, kept_per_image=None):
         He, E = moe.get("mlp_dim", H), moe["num_experts"]
         total += sum(2 * T * D * E + 4 * D * He * kept
                      for kept in kept_per_image)
+    if desc["head"] == "token" and not all_token_rows:
+        last = depth - 1
+        if last in moe_blocks and desc["moe"].get("routing") in (
+                "expert_choice", "soft"):
+            pass  # These families compute every row.
+        elif last in moe_blocks:
+            # The experts of the last block on the class token's choices.
+            total -= 4 * D * He * (kept_per_image[-1] - moe["k"])
+        else:
+            # One query: scores, mixing, out projection and MLP of 1 row.
+            total -= (4 * T * T * D - 4 * T * D) + 2 * (T - 1) * D * D
+            total -= 4 * (T - 1) * D * H
     R, K = desc.get("representation_size") or 0, desc["classes"]
     total += 2 * R * D + 2 * R * K if R else 2 * D * K
     return total

@@ -139,7 +139,9 @@ def VMoEVectorizeContractionsPass
     right after (its only output C with the identity map; inputs other
     buffers read along C's dims, contiguous along its columns; a body of
     elementwise f32 arith/math ops: a bias, an activation) is folded into
-    the stores of the last block of k and erased. A B operand read through a panel map
+    the stores of the last block of k and erased. With the AVX-512 tile
+    (8 x 3), a B packed per call whose columns 4 vectors pad less (attention's
+    50 keys, 64 channels) takes 6 x 4. A B operand read through a panel map
     `(..., n floordiv L, k, n mod L)` (constant weights stored packed,
     folded from `vmoe.unpack_panels` by convert-vmoe-to-scf) is streamed in
     place: no packing scratch and no copy on any call. A bf16 pair

@@ -209,6 +209,25 @@ static std::optional<Epilogue> followingEpilogue(Operation *op, Value c) {
   return epilogue;
 }
 
+/// The register tile of a GEMM of `n` columns whose B is packed per call:
+/// the pass's AVX-512 tile (8 rows x 3 vectors), or 6 rows x 4 vectors
+/// (24 accumulators too) when its wider panels pad fewer columns, as for
+/// attention's T = 50 keys or dh = 64 channels (96 columns computed with
+/// 48-wide panels, 64 with 64-wide ones).
+static MicrokernelShape tileForColumns(MicrokernelShape shape,
+                                       std::optional<int64_t> n) {
+  if (!n || shape.rows != 8 || shape.vectors != 3)
+    return shape;
+  auto padding = [&](int64_t width) {
+    return llvm::divideCeil(*n, width) * width - *n;
+  };
+  MicrokernelShape wide = shape;
+  wide.rows = 6;
+  wide.vectors = 4;
+  return padding(wide.panelWidth()) < padding(shape.panelWidth()) ? wide
+                                                                   : shape;
+}
+
 /// Rewrites one contraction; fails (leaving it alone) when it does not fit.
 /// An epilogue it folds in is erased and added to `erased`.
 static LogicalResult
@@ -555,8 +574,9 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
           return;
         }
         // After bufferization: the packing scratch goes on the stack.
-        emitGemm(b, loc, size(rowDim), size(nDim), size(kDim), staticN, shape,
-                 access, /*scratch=*/Value(), parallelPanels);
+        emitGemm(b, loc, size(rowDim), size(nDim), size(kDim), staticN,
+                 bInPanels ? shape : tileForColumns(shape, staticN), access,
+                 /*scratch=*/Value(), parallelPanels);
       };
   DenseMap<unsigned, Value> ivs;
   nest(rewriter, loc, 0, ivs);

@@ -1,6 +1,9 @@
 // RUN: vmoe-opt %s -split-input-file -vmoe-vectorize-contractions | FileCheck %s
 // RUN: vmoe-opt %s -split-input-file -vmoe-vectorize-contractions="parallel=true" \
 // RUN:   | FileCheck %s --check-prefix=PAR
+// RUN: vmoe-opt %s -split-input-file \
+// RUN:   -vmoe-vectorize-contractions="vector-width=16 tile-rows=8 tile-vectors=3" \
+// RUN:   | FileCheck %s --check-prefix=WIDE
 
 // Attention scores q . kT batched over images x heads (kT [N, heads, dh, T]
 // made by the frontend, so B is contiguous along the output columns): the
@@ -57,6 +60,48 @@ func.func @negative_single_gemm_batches(%a: memref<1024x128xf32>, %b: memref<128
                                    affine_map<(m, k, n) -> (m, n)>],
                   iterator_types = ["parallel", "reduction", "parallel"]}
       ins(%a, %b : memref<1024x128xf32>, memref<128x64xf32>) outs(%c : memref<1024x64xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %p : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// With AVX-512's 8 x 3 tile (48-wide panels), attention's T = 50 key
+// columns would be computed as 96; B packed per call may take 6 x 4 (64
+// wide: one panel, 64 columns) instead. Panels packed at load keep the
+// pass's tile (panel-operands.mlir), and N = 96 keeps 8 x 3.
+// PAR-LABEL: func.func @attention_scores_t50
+// WIDE-LABEL: func.func @attention_scores_t50
+// WIDE: memref.alloca() {alignment = 64 : i64} : memref<4x512x64xf32>
+// WIDE: scf.for {{.*}} step %c6
+// WIDE-COUNT-24: vector.fma
+// WIDE-LABEL: func.func @columns_96
+// WIDE: memref.alloca() {alignment = 64 : i64} : memref<5x512x48xf32>
+// WIDE: scf.for {{.*}} step %c8
+func.func @attention_scores_t50(%q: memref<2x50x8x64xf32>, %kt: memref<2x8x64x50xf32>,
+                                %s: memref<2x8x50x50xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(n, h, i, j, c) -> (n, i, h, c)>,
+                                   affine_map<(n, h, i, j, c) -> (n, h, c, j)>,
+                                   affine_map<(n, h, i, j, c) -> (n, h, i, j)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %kt : memref<2x50x8x64xf32>, memref<2x8x64x50xf32>) outs(%s : memref<2x8x50x50xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %p : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+func.func @columns_96(%a: memref<40x64xf32>, %b: memref<64x96xf32>, %c: memref<40x96xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(m, k, n) -> (m, k)>,
+                                   affine_map<(m, k, n) -> (k, n)>,
+                                   affine_map<(m, k, n) -> (m, n)>],
+                  iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %b : memref<40x64xf32>, memref<64x96xf32>) outs(%c : memref<40x96xf32>) {
   ^bb0(%x: f32, %y: f32, %acc: f32):
     %p = arith.mulf %x, %y : f32
     %r = arith.addf %acc, %p : f32
