@@ -160,10 +160,11 @@ private:
   /// MoELayer.cpp: [E + 1] i32 routing statistics of one layer; choices of
   /// masked tokens count in neither.
   Value routingStats(Value ids, Value slots, int64_t e);
-  /// Layers.cpp: v / sqrt(mean(v^2) + eps) per row of v [M, D].
-  Value divideByRms(Value v);
-  /// Layers.cpp: normed * `prefix`.scale (+ `prefix`.bias), per row.
-  Value scaleRows(Value normed, const std::string &prefix, bool withBias);
+  /// Layers.cpp: (x - mean) / sqrt(mean((x - mean)^2) + eps) * scale
+  /// (+ bias) per row of x [M, D], `prefix`.scale/.bias; `mean` [M] null
+  /// for RMSNorm.
+  Value normalizeRows(Value x, Value mean, const std::string &prefix,
+                      bool withBias);
   /// Head.cpp: the class token, or the mean over tokens, [N*T, D] -> [N, D].
   Value pool(Value x);
   /// Head.cpp: multihead attention pooling (head "map"), [N*T, D] -> [N, D].

@@ -44,9 +44,9 @@ Value ForwardBuilder::weight(const std::string &name) {
   if (tensor.shape.size() == 1)
     return flat;
   if (tensor.shape.empty()) // A scalar: the 0-d tensor.
-    return tensor::CollapseShapeOp::create(
-        b, loc, RankedTensorType::get({}, f32), flat,
-        ArrayRef<ReassociationIndices>{});
+    return tensor::CollapseShapeOp::create(b, loc,
+                                           RankedTensorType::get({}, f32), flat,
+                                           ArrayRef<ReassociationIndices>{});
   ReassociationIndices all;
   for (size_t i = 0; i < tensor.shape.size(); ++i)
     all.push_back(i);
@@ -109,47 +109,76 @@ Value ForwardBuilder::add(Value lhs, Value rhs) {
       .getResult(0);
 }
 
-/// v / sqrt(mean(v^2) + eps) for every row of v [M, D] (mean over D).
-Value ForwardBuilder::divideByRms(Value v) {
-  Value width = floatConst(b, loc, f32, static_cast<double>(shape(v).back()));
-  // Row sums in any order (vector accumulators), as the reference's.
-  Value squares = reduceLastDim(
-      b, loc, v, 0.0, [](OpBuilder &b, Location loc, Value acc, Value x) {
-        return reassociableAdd(b, loc, acc,
-                               arith::MulFOp::create(b, loc, x, x));
-      });
+/// The norm of every row of x [M, D] in two passes over x after the mean:
+/// r = 1 / sqrt(mean((x - m)^2) + eps) per row (a reduction reading x and
+/// m), then one pass (x - m) * r * `prefix`.scale (+ `prefix`.bias). `mean`
+/// [M] is null for RMSNorm (m = 0: no subtraction). The operations and
+/// their order are those of centering, dividing and scaling in turn.
+Value ForwardBuilder::normalizeRows(Value x, Value mean,
+                                    const std::string &prefix, bool withBias) {
+  MLIRContext *ctx = b.getContext();
+  int64_t m = shape(x)[0], d = shape(x)[1];
+  Value width = floatConst(b, loc, f32, static_cast<double>(d));
+  AffineMap id2 = b.getMultiDimIdentityMap(2);
+  AffineMap row = projectionMap(ctx, 2, {0}),
+            column = projectionMap(ctx, 2, {1});
+  auto centered = [&](OpBuilder &b, Location loc, ValueRange args) {
+    return mean ? Value(arith::SubFOp::create(b, loc, args[0], args[1]))
+                : args[0];
+  };
+  SmallVector<Value> rowInputs = {x};
+  SmallVector<AffineMap> rowMaps = {id2};
+  if (mean) {
+    rowInputs.push_back(mean);
+    rowMaps.push_back(row);
+  }
+  // Sum of squares per row, in any order (vector accumulators), as the
+  // reference's.
+  Value zeros =
+      filledTensor(b, loc, {b.getIndexAttr(m)}, floatConst(b, loc, f32, 0));
+  SmallVector<AffineMap> sumMaps = rowMaps;
+  sumMaps.push_back(row);
+  Value squares =
+      linalg::GenericOp::create(
+          b, loc, zeros.getType(), rowInputs, ValueRange{zeros}, sumMaps,
+          {IteratorType::parallel, IteratorType::reduction},
+          [&](OpBuilder &b, Location loc, ValueRange args) {
+            Value v = centered(b, loc, args);
+            linalg::YieldOp::create(
+                b, loc,
+                ValueRange{reassociableAdd(
+                    b, loc, args.back(), arith::MulFOp::create(b, loc, v, v))});
+          })
+          .getResult(0);
   Value eps = floatConst(b, loc, f32, model.layerNormEpsilon);
   Value one = floatConst(b, loc, f32, 1.0);
   Value inverse = mapScalars(squares, [&](OpBuilder &b, Location loc, Value s) {
-    Value mean = arith::DivFOp::create(b, loc, s, width);
-    Value root =
-        math::SqrtOp::create(b, loc, arith::AddFOp::create(b, loc, mean, eps));
+    Value meanSquare = arith::DivFOp::create(b, loc, s, width);
+    Value root = math::SqrtOp::create(
+        b, loc, arith::AddFOp::create(b, loc, meanSquare, eps));
     return Value(arith::DivFOp::create(b, loc, one, root));
   });
-  return mapWithRowValue(b, loc, v, inverse,
-                         [](OpBuilder &b, Location loc, Value x, Value r) {
-                           return Value(arith::MulFOp::create(b, loc, x, r));
-                         });
-}
-
-/// normed * `prefix`.scale, plus `prefix`.bias when `withBias` (both [D],
-/// broadcast over the rows).
-Value ForwardBuilder::scaleRows(Value normed, const std::string &prefix,
-                                bool withBias) {
-  SmallVector<Value> params = {weight(prefix + ".scale")};
-  if (withBias)
-    params.push_back(weight(prefix + ".bias"));
-  unsigned rank = shape(normed).size();
-  AffineMap last = projectionMap(b.getContext(), rank, {rank - 1});
-  SmallVector<AffineMap> maps(params.size(), last);
-  maps.push_back(b.getMultiDimIdentityMap(rank));
+  // (x - m) * r * scale (+ bias).
+  SmallVector<Value> inputs = rowInputs;
+  SmallVector<AffineMap> maps = rowMaps;
+  inputs.append({inverse, weight(prefix + ".scale")});
+  maps.append({row, column});
+  if (withBias) {
+    inputs.push_back(weight(prefix + ".bias"));
+    maps.push_back(column);
+  }
+  maps.push_back(id2);
+  Value init = emptyTensor(b, loc, {b.getIndexAttr(m), b.getIndexAttr(d)}, f32);
+  unsigned r = rowInputs.size();
   return linalg::GenericOp::create(
-             b, loc, normed.getType(), params, ValueRange{normed}, maps,
-             SmallVector<IteratorType>(rank, IteratorType::parallel),
+             b, loc, init.getType(), inputs, ValueRange{init}, maps,
+             {IteratorType::parallel, IteratorType::parallel},
              [&](OpBuilder &b, Location loc, ValueRange args) {
-               Value out = arith::MulFOp::create(b, loc, args.back(), args[0]);
+               Value out = arith::MulFOp::create(b, loc, centered(b, loc, args),
+                                                 args[r]);
+               out = arith::MulFOp::create(b, loc, out, args[r + 1]);
                if (withBias)
-                 out = arith::AddFOp::create(b, loc, out, args[1]);
+                 out = arith::AddFOp::create(b, loc, out, args[r + 2]);
                linalg::YieldOp::create(b, loc, ValueRange{out});
              })
       .getResult(0);
@@ -167,17 +196,13 @@ Value ForwardBuilder::layerNorm(Value x, const std::string &prefix) {
   Value mean = mapScalars(sums, [&](OpBuilder &b, Location loc, Value s) {
     return Value(arith::DivFOp::create(b, loc, s, width));
   });
-  Value centered = mapWithRowValue(
-      b, loc, x, mean, [](OpBuilder &b, Location loc, Value v, Value m) {
-        return Value(arith::SubFOp::create(b, loc, v, m));
-      });
-  return scaleRows(divideByRms(centered), prefix, /*withBias=*/true);
+  return normalizeRows(x, mean, prefix, /*withBias=*/true);
 }
 
 /// RMSNorm over the last dim of x [M, D] with `prefix`.scale:
 /// x / sqrt(mean(x^2) + eps) * scale.
 Value ForwardBuilder::rmsNorm(Value x, const std::string &prefix) {
-  return scaleRows(divideByRms(x), prefix, /*withBias=*/false);
+  return normalizeRows(x, Value(), prefix, /*withBias=*/false);
 }
 
 /// The model's norm layer (`norm`: LayerNorm or RMSNorm) of x [M, D].
