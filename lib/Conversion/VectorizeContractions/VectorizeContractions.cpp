@@ -225,7 +225,32 @@ static MicrokernelShape tileForColumns(MicrokernelShape shape,
   wide.rows = 6;
   wide.vectors = 4;
   return padding(wide.panelWidth()) < padding(shape.panelWidth()) ? wide
-                                                                   : shape;
+                                                                  : shape;
+}
+
+/// Makes the C accessors of `access` (start, finish, partial sums) address
+/// row `r0 + row` of C for the GEMM's row `row`: a GEMM over the block of
+/// rows that starts at r0.
+static void offsetCRows(GemmAccessors &access, Value r0) {
+  using Load = std::function<Value(OpBuilder &, Location, Value, Value, Value)>;
+  using Store =
+      std::function<void(OpBuilder &, Location, Value, Value, Value, Value)>;
+  auto shiftLoad = [r0](Load load) -> Load {
+    return
+        [r0, load](OpBuilder &b, Location loc, Value row, Value n, Value mask) {
+          return load(b, loc, arith::AddIOp::create(b, loc, r0, row), n, mask);
+        };
+  };
+  auto shiftStore = [r0](Store store) -> Store {
+    return [r0, store](OpBuilder &b, Location loc, Value row, Value n,
+                       Value acc, Value mask) {
+      store(b, loc, arith::AddIOp::create(b, loc, r0, row), n, acc, mask);
+    };
+  };
+  access.initC = shiftLoad(access.initC);
+  access.loadPartial = shiftLoad(access.loadPartial);
+  access.storeC = shiftStore(access.storeC);
+  access.storePartial = shiftStore(access.storePartial);
 }
 
 /// Rewrites one contraction; fails (leaving it alone) when it does not fit.
@@ -438,22 +463,7 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
         return Value(
             memref::LoadOp::create(b, loc, aPairs, ValueRange{row, pair}));
       };
-      access.initC = [&](OpBuilder &b, Location loc, Value row, Value n,
-                         Value mask) {
-        return plain.initC(b, loc, shifted(b, loc, row), n, mask);
-      };
-      access.storeC = [&](OpBuilder &b, Location loc, Value row, Value n,
-                          Value acc, Value mask) {
-        plain.storeC(b, loc, shifted(b, loc, row), n, acc, mask);
-      };
-      access.loadPartial = [&](OpBuilder &b, Location loc, Value row, Value n,
-                               Value mask) {
-        return plain.loadPartial(b, loc, shifted(b, loc, row), n, mask);
-      };
-      access.storePartial = [&](OpBuilder &b, Location loc, Value row, Value n,
-                                Value acc, Value mask) {
-        plain.storePartial(b, loc, shifted(b, loc, row), n, acc, mask);
-      };
+      offsetCRows(access, r0);
       emitGemm(b, loc, rows, n, k, staticN, shape, access,
                /*scratch=*/Value(), /*parallelPanels=*/false);
       LLVM::StackRestoreOp::create(b, loc, stack);
