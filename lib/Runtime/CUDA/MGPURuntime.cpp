@@ -434,9 +434,15 @@ MGPU_API CUmodule mgpuModuleLoadJIT(void *data, int32_t optLevel) {
 }
 
 /// Unloads a module (global destructor of the compiled object). Silent when
-/// the driver is already shut down at process exit.
+/// the driver is already shut down at process exit: it runs its own atexit
+/// handler first, and then every call, cuCtxGetCurrent included, fails with
+/// CUDA_ERROR_DEINITIALIZED (the module is gone with it).
 MGPU_API void mgpuModuleUnload(CUmodule module) {
-  if (!module || !bindContext())
+  if (!module || !ensureDriver())
+    return;
+  CUcontext current = nullptr;
+  if (driver.cuCtxGetCurrent(&current) == CUDA_ERROR_DEINITIALIZED ||
+      !bindContext())
     return;
   CUresult result = driver.cuModuleUnload(module);
   if (result != CUDA_ERROR_DEINITIALIZED)

@@ -22,7 +22,10 @@
 |* Environment: FAKE_CUDA_TRACE=1 prints every call as "fake-cuda: ..." on    *|
 |* stderr; FAKE_CUDA_DEVICES=<n> sets the device count (default 1, 0 makes    *|
 |* cuInit fail like a machine without GPU); FAKE_CUDA_FAIL=<function> makes   *|
-|* that function (unversioned name) fail with a typical error.                *|
+|* that function (unversioned name) fail with a typical error;              *|
+|* FAKE_CUDA_DEINIT_AT_EXIT=1 shuts the driver down in an atexit handler     *|
+|* (as the real one does): later calls fail with CUDA_ERROR_DEINITIALIZED   *|
+|* and cuGetErrorString describes nothing.                                  *|
 |*                                                                            *|
 \*===----------------------------------------------------------------------===*/
 
@@ -57,6 +60,7 @@ enum { kMaxDevices = 8, kMaxAllocations = 1024, kMaxFunctions = 16 };
 
 static pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
 static int initialized;
+static int deinitialized;
 static int deviceCount = 1;
 static struct CUctx_st contexts[kMaxDevices];
 static _Thread_local CUcontext current;
@@ -90,6 +94,8 @@ static CUresult injected(const char *function, CUresult code) {
 
 /// CUDA_SUCCESS when initialized and a context is current in this thread.
 static CUresult needContext(const char *function) {
+  if (deinitialized)
+    return CUDA_ERROR_DEINITIALIZED;
   if (!initialized)
     return CUDA_ERROR_NOT_INITIALIZED;
   if (!current) {
@@ -146,6 +152,10 @@ static CUresult allocate(CUdeviceptr *pointer, size_t bytes) {
 }
 
 EXPORT CUresult cuGetErrorString(CUresult error, const char **text) {
+  if (deinitialized) {
+    *text = NULL;
+    return CUDA_ERROR_DEINITIALIZED;
+  }
   switch (error) {
   case CUDA_SUCCESS:
     *text = "no error";
@@ -186,7 +196,15 @@ EXPORT CUresult cuGetErrorString(CUresult error, const char **text) {
   }
 }
 
+static void deinitialize(void) {
+  trace("driver shut down at exit");
+  deinitialized = 1;
+}
+
 EXPORT CUresult cuInit(unsigned flags) {
+  const char *deinit = getenv("FAKE_CUDA_DEINIT_AT_EXIT");
+  if (deinit && strcmp(deinit, "1") == 0)
+    atexit(deinitialize);
   const char *devices = getenv("FAKE_CUDA_DEVICES");
   deviceCount = devices ? atoi(devices) : 1;
   if (deviceCount > kMaxDevices)
@@ -225,6 +243,8 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice device) {
 }
 
 EXPORT CUresult cuCtxGetCurrent(CUcontext *context) {
+  if (deinitialized)
+    return CUDA_ERROR_DEINITIALIZED;
   *context = current;
   return CUDA_SUCCESS;
 }
