@@ -340,7 +340,7 @@ void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
                           Value k, std::optional<int64_t> staticN,
                           const MicrokernelShape &shape,
                           const GemmAccessors &access, Value scratch,
-                          bool parallelPanels) {
+                          Value parallelThreads) {
   int64_t width = shape.panelWidth(), nc = blockColumns(shape);
   constexpr int64_t kc = kBlockRows;
   bool alwaysFull = staticN && *staticN % width == 0;
@@ -358,10 +358,8 @@ void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
 
   // One column block: its own packing scratch and its own columns of C, so
   // blocks may run on any threads with the same result.
-  auto blockBody = [&](OpBuilder &b, Location loc, Value jc, Value packed) {
-    Value ncLen =
-        arith::MinSIOp::create(b, loc, ncValue,
-                               arith::SubIOp::create(b, loc, n, jc));
+  auto blockBody = [&](OpBuilder &b, Location loc, Value jc, Value ncLen,
+                       Value packed) {
     Value panels = arith::CeilDivSIOp::create(b, loc, ncLen, widthValue);
     forLoop(b, loc, cst(b, loc, 0), k, kcValue,
             [&](OpBuilder &b, Location loc, Value kc0) {
@@ -383,15 +381,15 @@ void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
                       });
             });
   };
-  auto columnBlock = [&](OpBuilder &b, Location loc, Value jc) {
+  auto columnBlock = [&](OpBuilder &b, Location loc, Value jc, Value ncLen) {
     // B in panel layout already (f32 or bf16 pairs): no scratch, no packing.
     if (access.loadPackedB || access.loadBPairs) {
-      blockBody(b, loc, jc, Value());
+      blockBody(b, loc, jc, ncLen, Value());
       return;
     }
     // The caller's block scratch, reused by each block in turn.
     if (scratch) {
-      blockBody(b, loc, jc, scratch);
+      blockBody(b, loc, jc, ncLen, scratch);
       return;
     }
     // The stack pointer is restored after the block, so a loop of blocks
@@ -402,17 +400,49 @@ void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
         b, loc, LLVM::LLVMPointerType::get(b.getContext()));
     Value packed = memref::AllocaOp::create(b, loc, blockScratchType(b, shape),
                                             b.getI64IntegerAttr(64));
-    blockBody(b, loc, jc, packed);
+    blockBody(b, loc, jc, ncLen, packed);
     LLVM::StackRestoreOp::create(b, loc, stack);
   };
-  if (parallelPanels) {
+  if (parallelThreads) {
     assert(!scratch && "parallel blocks need a scratch each");
-    scf::ParallelOp::create(b, loc, ValueRange{cst(b, loc, 0)}, ValueRange{n},
-                            ValueRange{ncValue},
-                            [&](OpBuilder &b, Location loc, ValueRange ivs) {
-                              columnBlock(b, loc, ivs[0]);
-                            });
+    emitBalancedBlocks(b, loc, n, width, nc / width, parallelThreads,
+                       columnBlock);
     return;
   }
-  forLoop(b, loc, cst(b, loc, 0), n, ncValue, columnBlock);
+  forLoop(b, loc, cst(b, loc, 0), n, ncValue,
+          [&](OpBuilder &b, Location loc, Value jc) {
+            columnBlock(b, loc, jc,
+                        arith::MinSIOp::create(
+                            b, loc, ncValue,
+                            arith::SubIOp::create(b, loc, n, jc)));
+          });
+}
+
+void mlir::vmoe::emitBalancedBlocks(
+    OpBuilder &b, Location loc, Value extent, int64_t unit,
+    int64_t maxUnitsPerBlock, Value threads,
+    llvm::function_ref<void(OpBuilder &, Location, Value, Value)> body) {
+  Value unitValue = cst(b, loc, unit);
+  Value units = arith::CeilDivUIOp::create(b, loc, extent, unitValue);
+  Value fewest = arith::CeilDivUIOp::create(b, loc, units,
+                                            cst(b, loc, maxUnitsPerBlock));
+  Value blocks = arith::MulIOp::create(
+      b, loc, arith::CeilDivUIOp::create(b, loc, fewest, threads), threads);
+  blocks = arith::MinUIOp::create(b, loc, blocks, units);
+  // Where block i starts: unit i * units / blocks, clamped to the extent.
+  auto start = [&](OpBuilder &b, Location loc, Value block) {
+    Value first = arith::DivUIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, block, units), blocks);
+    return Value(arith::MinUIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, first, unitValue), extent));
+  };
+  scf::ParallelOp::create(
+      b, loc, ValueRange{cst(b, loc, 0)}, ValueRange{blocks},
+      ValueRange{cst(b, loc, 1)},
+      [&](OpBuilder &b, Location loc, ValueRange ivs) {
+        Value begin = start(b, loc, ivs[0]);
+        Value end = start(
+            b, loc, arith::AddIOp::create(b, loc, ivs[0], cst(b, loc, 1)));
+        body(b, loc, begin, arith::SubIOp::create(b, loc, end, begin));
+      });
 }

@@ -99,8 +99,7 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
     vectorize.parallel = options.parallel;
     vectorize.prefetch = options.prefetchPanels;
     vectorize.bf16Dot = options.bf16Dot;
-    pm.addNestedPass<func::FuncOp>(
-        createVMoEVectorizeContractionsPass(vectorize));
+    pm.addPass(createVMoEVectorizeContractionsPass(vectorize));
   }
   // The rest (norms, softmax, adds, activations, copies): large ones over
   // chunks of rows on threads too.

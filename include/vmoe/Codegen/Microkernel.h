@@ -130,10 +130,28 @@ Value allocaBlockScratch(OpBuilder &b, Location loc,
 /// the masks if n is a multiple of the panel width. With `parallelPanels`,
 /// the loop over blocks of columns is an scf.parallel (each block writes
 /// its own columns of C and packs into its own scratch, so the result does
-/// not depend on the schedule).
+/// not depend on the schedule) over balanced blocks of panels for
+/// `parallelThreads` threads (emitBalancedBlocks); a null value keeps the
+/// blocks in one sequential loop.
 void emitGemm(OpBuilder &b, Location loc, Value m, Value n, Value k,
               std::optional<int64_t> staticN, const MicrokernelShape &shape,
-              const GemmAccessors &access, Value scratch, bool parallelPanels);
+              const GemmAccessors &access, Value scratch,
+              Value parallelThreads);
+
+/// An scf.parallel over blocks of [0, extent) (index) cut at multiples of
+/// `unit` (row tiles, column panels), at most `maxUnitsPerBlock` units
+/// each, as many blocks as the smallest multiple of `threads` (index,
+/// >= 1) that keeps that bound (but no more than the units), the units
+/// spread evenly (block i: units [i * U / B, (i + 1) * U / B)): every
+/// thread gets the same work up to one unit per block, where fixed blocks
+/// leave a short last one (400 rows in blocks of at most 128 on 2 threads:
+/// 104, 104, 104, 88 rows instead of 128, 128, 128, 16). `body` gets the
+/// block's start and length.
+void emitBalancedBlocks(
+    OpBuilder &b, Location loc, Value extent, int64_t unit,
+    int64_t maxUnitsPerBlock, Value threads,
+    llvm::function_ref<void(OpBuilder &, Location, Value start, Value length)>
+        body);
 
 /// A vector of zeros, or `vector.maskedload` / `vector.load` of
 /// base[indices] with lanes beyond `mask` read as 0.

@@ -116,7 +116,7 @@ def ConvertVMoEToGPUPass
 }
 
 def VMoEVectorizeContractionsPass
-    : Pass<"vmoe-vectorize-contractions", "::mlir::func::FuncOp"> {
+    : Pass<"vmoe-vectorize-contractions", "::mlir::ModuleOp"> {
   let summary = "Lower buffer-level linalg contractions to a vector microkernel";
   let description = [{
     Rewrites every `linalg.generic` contraction on memrefs whose output and
@@ -130,7 +130,11 @@ def VMoEVectorizeContractionsPass
     matmuls) split their batches across OpenMP threads (an `scf.parallel`
     over the batch dims, each iteration packing on its own thread's stack), and
     large single ones their column panels (bf16 pair GEMMs their blocks of
-    rows, each thread rounding its own rows); every output element keeps one
+    rows, each thread rounding its own rows), in as many blocks as the
+    smallest multiple of `omp_get_max_threads()` (declared in the module
+    when needed) that keeps a block within its bound, the panels or row
+    tiles spread evenly over them: every thread gets the same work, where
+    fixed-size blocks left a short last one; every output element keeps one
     writer and one summation order, so results do not depend on the thread
     count. A destination zero-filled right before (a `linalg.fill` of +0.0,
     only allocations and ops without memory effects between) loses the
@@ -161,6 +165,7 @@ def VMoEVectorizeContractionsPass
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect",
+    "::mlir::func::FuncDialect",
     "::mlir::LLVM::LLVMDialect",
     "::mlir::memref::MemRefDialect",
     "::mlir::scf::SCFDialect",

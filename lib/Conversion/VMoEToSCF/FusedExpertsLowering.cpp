@@ -256,7 +256,7 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
     if (bf16Pairs || panelWidth)
       up.prefetchB = panelPrefetcher(ex, w1);
     emitGemm(b, loc, rows, h, d, staticH, shape, up, scratch,
-             /*parallelPanels=*/false);
+             /*parallelThreads=*/Value());
 
     // SwiGLU: hidden[r] = act(gate) * (x[g, t(r)] . wUp[e]), the up GEMM's
     // partial sums in a buffer of their own.
@@ -283,7 +283,7 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
                     {row, n}, mask);
       };
       emitGemm(b, loc, rows, h, d, staticH, shape, gated, scratch,
-               /*parallelPanels=*/false);
+               /*parallelThreads=*/Value());
     }
 
     // GEMM 2: plane[i, g, t] = (hidden[r] . w2[e] + b2[e]) * weight; the
@@ -334,7 +334,7 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
     if (bf16Pairs || panelWidth)
       down.prefetchB = panelPrefetcher(ex, w2);
     emitGemm(b, loc, rows, d, h, staticD, shape, down, scratch,
-             /*parallelPanels=*/false);
+             /*parallelThreads=*/Value());
   }
 
   /// Reads B[k, n .. n + lanes) of expert `ex` from the panels `w`

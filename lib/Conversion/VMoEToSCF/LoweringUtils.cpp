@@ -224,7 +224,7 @@ void lowering::emitExpertMLP(OpBuilder &b, Location loc,
                 hidden, {row, n}, mask);
   };
   emitGemm(b, loc, rows, h, d, staticH, shape, up, scratch,
-           /*parallelPanels=*/false);
+           /*parallelThreads=*/Value());
 
   // GEMM 2: out[r] = hidden[r] . w2[e] + b2[e], partial sums in place.
   GemmAccessors down;
@@ -256,7 +256,7 @@ void lowering::emitExpertMLP(OpBuilder &b, Location loc,
                 outIndices(b, loc, row, n), mask);
   };
   emitGemm(b, loc, rows, d, h, staticD, shape, down, scratch,
-           /*parallelPanels=*/false);
+           /*parallelThreads=*/Value());
 }
 
 FailureOr<std::optional<int64_t>>

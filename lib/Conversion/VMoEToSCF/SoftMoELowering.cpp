@@ -266,7 +266,7 @@ struct SoftMoEOpLowering : OpConversionPattern<SoftMoEOp> {
             arith::SelectOp::create(b, loc, scaleSlots, scaled, normed));
       };
       emitGemm(b, loc, s, j, d, staticSlots, shape, logitsGemm, scratch,
-               /*parallelPanels=*/false);
+               /*parallelThreads=*/Value());
 
       // The dispatch softmax runs over the valid tokens of the group:
       // sv = clamp(n - g * S, 0, S) (all S without a `valid` operand).
@@ -317,7 +317,7 @@ struct SoftMoEOpLowering : OpConversionPattern<SoftMoEOp> {
             loadVector(b, loc, vectorType, colSum, {n}, mask), mask);
       };
       emitGemm(b, loc, d, j, sv, staticSlots, shape, dispatch, scratch,
-               /*parallelPanels=*/false);
+               /*parallelThreads=*/Value());
 
       // Slot j = (e, p) of this group is row g * P + p of expert e.
       forEach(b, loc, j, [&](OpBuilder &b, Location loc, Value col) {
@@ -400,7 +400,7 @@ struct SoftMoEOpLowering : OpConversionPattern<SoftMoEOp> {
             loadVector(b, loc, vectorType, rowSum, {m0}, mask), mask);
       };
       emitGemm(b, loc, d, s, j, staticS, shape, combine, scratch,
-               /*parallelPanels=*/false);
+               /*parallelThreads=*/Value());
 
       forEach(b, loc, s, [&](OpBuilder &b, Location loc, Value m) {
         forEach(b, loc, d, [&](OpBuilder &b, Location loc, Value dd) {

@@ -33,6 +33,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -253,11 +254,16 @@ static void offsetCRows(GemmAccessors &access, Value r0) {
   access.storePartial = shiftStore(access.storePartial);
 }
 
+/// Emits the number of threads the next parallel region gets (an index,
+/// at least 1).
+using ThreadCountBuilder = llvm::function_ref<Value(OpBuilder &, Location)>;
+
 /// Rewrites one contraction; fails (leaving it alone) when it does not fit.
 /// An epilogue it folds in is erased and added to `erased`.
 static LogicalResult
 vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
                      const MicrokernelShape &shape, bool parallel,
+                     ThreadCountBuilder maxThreads,
                      SmallPtrSetImpl<Operation *> &erased) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
       op.getNumDpsInits() != 1)
@@ -424,9 +430,7 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
     Value words = arith::CeilDivUIOp::create(b, loc, k, index(2));
     // One block of rows: its A rows rounded to pairs on this thread's
     // stack, then the GEMM of the block over all columns.
-    auto rowBlock = [&](OpBuilder &b, Location loc, Value r0) {
-      Value rows = arith::MinSIOp::create(b, loc, index(blockRows),
-                                          arith::SubIOp::create(b, loc, m, r0));
+    auto rowBlock = [&](OpBuilder &b, Location loc, Value r0, Value rows) {
       Value stack = LLVM::StackSaveOp::create(
           b, loc, LLVM::LLVMPointerType::get(b.getContext()));
       auto scratchType =
@@ -465,23 +469,25 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
       };
       offsetCRows(access, r0);
       emitGemm(b, loc, rows, n, k, staticN, shape, access,
-               /*scratch=*/Value(), /*parallelPanels=*/false);
+               /*scratch=*/Value(), /*parallelThreads=*/Value());
       LLVM::StackRestoreOp::create(b, loc, stack);
     };
     // Large GEMMs split their blocks of rows across threads (each rounds
     // its own rows; one writer per row of C), so that no thread waits while
     // another rounds A, as splitting the columns of each block would.
+    // Balanced blocks of row tiles (emitBalancedBlocks): every thread
+    // gets the same number of rows.
     if (parallelPanels) {
-      scf::ParallelOp::create(b, loc, ValueRange{index(0)}, ValueRange{m},
-                              ValueRange{index(blockRows)},
-                              [&](OpBuilder &b, Location loc, ValueRange r0) {
-                                rowBlock(b, loc, r0[0]);
-                              });
+      emitBalancedBlocks(b, loc, m, shape.rows, blockRows / shape.rows,
+                         maxThreads(b, loc), rowBlock);
       return;
     }
     scf::ForOp::create(b, loc, index(0), m, index(blockRows), ValueRange{},
                        [&](OpBuilder &b, Location loc, Value r0, ValueRange) {
-                         rowBlock(b, loc, r0);
+                         Value rows = arith::MinSIOp::create(
+                             b, loc, index(blockRows),
+                             arith::SubIOp::create(b, loc, m, r0));
+                         rowBlock(b, loc, r0, rows);
                          scf::YieldOp::create(b, loc);
                        });
   };
@@ -586,7 +592,8 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
         // After bufferization: the packing scratch goes on the stack.
         emitGemm(b, loc, size(rowDim), size(nDim), size(kDim), staticN,
                  bInPanels ? shape : tileForColumns(shape, staticN), access,
-                 /*scratch=*/Value(), parallelPanels);
+                 /*scratch=*/Value(),
+                 parallelPanels ? maxThreads(b, loc) : Value());
       };
   DenseMap<unsigned, Value> ivs;
   nest(rewriter, loc, 0, ivs);
@@ -598,6 +605,19 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
     rewriter.eraseOp(epilogue->op);
   }
   return success();
+}
+
+/// The declaration of `int omp_get_max_threads(void)` in `module`, added
+/// at its start when missing.
+static func::FuncOp getOrDeclareMaxThreads(ModuleOp module) {
+  constexpr StringLiteral name = "omp_get_max_threads";
+  if (auto existing = module.lookupSymbol<func::FuncOp>(name))
+    return existing;
+  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+  auto decl = func::FuncOp::create(
+      b, module.getLoc(), name, b.getFunctionType({}, {b.getI32Type()}));
+  decl.setPrivate();
+  return decl;
 }
 
 namespace mlir::vmoe {
@@ -622,8 +642,34 @@ struct VMoEVectorizeContractionsPass
     bool dot = bf16Dot && (lanes == 4 || lanes == 8 || lanes == 16);
     MicrokernelShape shape{tileRows, tileVectors, lanes, dot};
     shape.prefetch = prefetch;
+    ModuleOp module = getOperation();
+    Operation *clash =
+        parallel ? module.lookupSymbol("omp_get_max_threads") : nullptr;
+    if (clash) {
+      auto func = dyn_cast<func::FuncOp>(clash);
+      if (!func || func.getFunctionType() !=
+                       FunctionType::get(&getContext(), {},
+                                         {IntegerType::get(&getContext(), 32)})) {
+        clash->emitError("omp_get_max_threads must be the OpenMP runtime's "
+                         "() -> i32");
+        return signalPassFailure();
+      }
+    }
+    // omp_get_max_threads of the OpenMP runtime, declared on first use.
+    func::FuncOp threadsFunc;
+    auto maxThreads = [&](OpBuilder &b, Location loc) {
+      if (!threadsFunc)
+        threadsFunc = getOrDeclareMaxThreads(module);
+      Value threads =
+          func::CallOp::create(b, loc, threadsFunc, ValueRange{}).getResult(0);
+      threads = arith::MaxSIOp::create(
+          b, loc, threads,
+          arith::ConstantIntOp::create(b, loc, b.getI32Type(), 1));
+      return Value(arith::IndexCastUIOp::create(b, loc, b.getIndexType(),
+                                                threads));
+    };
     SmallVector<linalg::GenericOp> candidates;
-    getOperation().walk(
+    module.walk(
         [&](linalg::GenericOp op) { candidates.push_back(op); });
     IRRewriter rewriter(&getContext());
     SmallVector<Operation *> leftRounding;
@@ -632,7 +678,8 @@ struct VMoEVectorizeContractionsPass
       if (erased.contains(op))
         continue;
       if (succeeded(
-              vectorizeContraction(rewriter, op, shape, parallel, erased)))
+              vectorizeContraction(rewriter, op, shape, parallel,
+                                   maxThreads, erased)))
         continue;
       op.getBlock()->walk([&](arith::TruncFOp trunc) {
         if (getElementTypeOrSelf(trunc.getType()).isBF16())

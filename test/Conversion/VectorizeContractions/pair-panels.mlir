@@ -83,9 +83,27 @@ func.func @dense_bf16_pairs(%a: memref<40x32xf32>, %p: memref<3x16x16xf32>, %c: 
 // SHIFT: memref.alloca() {alignment = 64 : i64} : memref<42x768xi32>
 /// With `parallel`, a large pair GEMM (2^20 multiply-adds or more) splits
 /// its blocks of rows across threads: each rounds its own rows on its own
-/// stack and runs every column of them (one writer per row of C).
+/// stack and runs every column of them (one writer per row of C). The
+/// blocks are a multiple of omp_get_max_threads() in number (at least the
+/// 13 tiles of 8 rows / 5 tiles per block = 3) and block i holds tiles
+/// [i * 13 / blocks, (i + 1) * 13 / blocks).
+// PAR: func.func private @omp_get_max_threads() -> i32
 // PAR-LABEL: func.func @dense_bf16_pairs_row_blocks
-// PAR: scf.parallel (%{{.*}}) = (%{{.*}}) to (%{{.*}}) step (%[[R:.*]])
+// PAR: %[[OMP:.*]] = call @omp_get_max_threads() : () -> i32
+// PAR: %[[ATLEAST1:.*]] = arith.maxsi %[[OMP]]
+// PAR: %[[THREADS:.*]] = arith.index_castui %[[ATLEAST1]] : i32 to index
+// PAR: %[[C8:.*]] = arith.constant 8 : index
+// PAR: %[[TILES:.*]] = arith.ceildivui %c100, %[[C8]] : index
+// PAR: %[[C5:.*]] = arith.constant 5 : index
+// PAR: %[[FEWEST:.*]] = arith.ceildivui %[[TILES]], %[[C5]] : index
+// PAR: %[[PER:.*]] = arith.ceildivui %[[FEWEST]], %[[THREADS]] : index
+// PAR: %[[ROUNDED:.*]] = arith.muli %[[PER]], %[[THREADS]] : index
+// PAR: %[[BLOCKS:.*]] = arith.minui %[[ROUNDED]], %[[TILES]] : index
+// PAR: scf.parallel (%[[I:.*]]) = (%{{.*}}) to (%[[BLOCKS]]) step (%{{.*}})
+// PAR: %[[T0:.*]] = arith.muli %[[I]], %[[TILES]] : index
+// PAR: %[[FIRST:.*]] = arith.divui %[[T0]], %[[BLOCKS]] : index
+// PAR: %[[R0:.*]] = arith.muli %[[FIRST]], %[[C8]] : index
+// PAR: arith.minui %[[R0]], %c100 : index
 // PAR: llvm.intr.stacksave
 // PAR: memref.alloca() {alignment = 64 : i64} : memref<40x768xi32>
 // PAR-NOT: scf.parallel

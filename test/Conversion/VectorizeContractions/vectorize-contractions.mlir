@@ -53,13 +53,23 @@ func.func @matmul_full_panels(%a: memref<12x64xf32>, %b: memref<64x32xf32>, %c: 
 
 // N = 10 is not a multiple of 16: lanes past N are masked when packing B
 // (read as zeros) and when loading and storing C. A large contraction (2^20
-// multiply-adds or more) splits its column blocks across threads.
+// multiply-adds or more) splits its column blocks across threads: blocks of
+// at most 16 panels of 16 columns (256), as many as a multiple of
+// omp_get_max_threads() that keeps that bound, but never more than the
+// panels (here 1).
 // CHECK-LABEL: func.func @matmul_masked_tail
 // CHECK: vector.create_mask
 // CHECK: vector.maskedload
 // CHECK: vector.maskedstore
 // PAR-LABEL: func.func @matmul_masked_tail
-// PAR: scf.parallel
+// PAR: %[[OMP:.*]] = call @omp_get_max_threads() : () -> i32
+// PAR: %[[THREADS:.*]] = arith.index_castui
+// PAR: %[[PANELS:.*]] = arith.ceildivui %c10, %c16{{.*}} : index
+// PAR: %[[FEWEST:.*]] = arith.ceildivui %[[PANELS]], %c16{{.*}} : index
+// PAR: %[[PER:.*]] = arith.ceildivui %[[FEWEST]], %[[THREADS]] : index
+// PAR: %[[ROUNDED:.*]] = arith.muli %[[PER]], %[[THREADS]] : index
+// PAR: %[[BLOCKS:.*]] = arith.minui %[[ROUNDED]], %[[PANELS]] : index
+// PAR: scf.parallel (%{{.*}}) = (%{{.*}}) to (%[[BLOCKS]])
 func.func @matmul_masked_tail(%a: memref<1024x128xf32>, %b: memref<128x10xf32>, %c: memref<1024x10xf32>) {
   linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
       ins(%a, %b : memref<1024x128xf32>, memref<128x10xf32>) outs(%c : memref<1024x10xf32>) {
