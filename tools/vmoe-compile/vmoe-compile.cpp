@@ -136,6 +136,11 @@ cl::opt<bool> parallelLinalg(
     cl::desc("Large elementwise and normalization loops run over chunks of "
              "rows on the OpenMP threads too (default)"),
     cl::init(true), cl::cat(category));
+cl::opt<bool> prefetchPanels(
+    "prefetch-panels",
+    cl::desc("GEMMs reading weight panels prefetch the next panel's lines "
+             "while computing the current one (default)"),
+    cl::init(true), cl::cat(category));
 cl::opt<std::string> runtimeDir(
     "runtime-dir",
     cl::desc("Folder of the runtime libraries (default: ../lib beside the "
@@ -227,7 +232,8 @@ static llvm::Error checkOptions(bool isModel) {
     if (given(*option) && !cuda)
       return optionError(*option, "only used with --target=cuda");
   for (const cl::Option *option : std::initializer_list<const cl::Option *>{
-           &vectorWidth, &parallel, &dynamicSchedule, &parallelLinalg})
+           &vectorWidth, &parallel, &dynamicSchedule, &parallelLinalg,
+           &prefetchPanels})
     if (given(*option) && cuda)
       return optionError(*option, "only used with --target=cpu");
   for (const cl::Option *option :
@@ -687,6 +693,7 @@ int main(int argc, char **argv) {
     pipeline.parallel = parallel;
     pipeline.dynamicSchedule = dynamicSchedule;
     pipeline.parallelLinalg = parallelLinalg;
+    pipeline.prefetchPanels = prefetchPanels;
     pipeline.expertParallel = expertParallel;
     // Models link the runtime, whose buffer cache keeps the forward pass's
     // buffers between calls; a .mlir input may be linked without it.

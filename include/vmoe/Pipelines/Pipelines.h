@@ -77,8 +77,9 @@ struct VMoECPUPipelineOptions
   PassOptions::Option<bool> prefetchPanels{
       *this, "prefetch-panels",
       llvm::cl::desc("GEMMs reading weight panels prefetch the next column "
-                     "panel's lines while computing the current one"),
-      llvm::cl::init(false)};
+                     "panel's lines while computing the current one "
+                     "(default)"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> cachedBuffers{
       *this, "cached-buffers",
       llvm::cl::desc("Heap buffers come from the vmoe runtime's buffer cache "

@@ -2,6 +2,10 @@
 // RUN: vmoe-opt %s -split-input-file \
 // RUN:   -vmoe-vectorize-contractions="vector-width=16 tile-rows=8 tile-vectors=3 parallel=true" \
 // RUN:   | FileCheck %s --check-prefix=WIDE
+// RUN: vmoe-opt %s -split-input-file -vmoe-vectorize-contractions="prefetch=true" \
+// RUN:   | FileCheck %s --check-prefix=PREFETCH
+// RUN: vmoe-opt %s -split-input-file -vmoe-vectorize-contractions \
+// RUN:   | not grep memref.prefetch
 
 // Constant weights packed once: B read through the panel map
 // (n floordiv 16, k, n mod 16) is streamed from the panels in place: no
@@ -23,6 +27,17 @@
 // WIDE: vector.load %{{.*}} : memref<3x32x16xf32>, vector<16xf32>
 // WIDE-NOT: memref.alloc
 // WIDE: return
+// With `prefetch`, every k step of a row tile also prefetches (read, L2)
+// the same k of the next panel, one line per B vector (the panel index
+// clamped to the last panel), so that the next panel's first tile finds
+// its weights in cache. Without it, nothing is prefetched.
+// PREFETCH-LABEL: func.func @matmul_b_in_panels
+// PREFETCH: scf.for
+// PREFETCH: memref.prefetch %{{.*}}, read, locality<2>, data : memref<3x32x16xf32>
+// PREFETCH-NEXT: arith.constant 8 : index
+// PREFETCH: memref.prefetch %{{.*}}, read, locality<2>, data : memref<3x32x16xf32>
+// PREFETCH-NOT: memref.prefetch
+// PREFETCH: vector.fma
 #mk = affine_map<(m, k, n) -> (m, k)>
 #panels = affine_map<(m, k, n) -> (n floordiv 16, k, n mod 16)>
 #mn = affine_map<(m, k, n) -> (m, n)>
