@@ -90,11 +90,15 @@ def _python_has(module):
 if _python_has("torch"):
     config.available_features.add("torch")
 
-# The host runs vdpbf16ps (--precision=bf16 models compiled for it use it).
+# The host runs vdpbf16ps (--precision=bf16 models compiled for it use it)
+# and 16-lane AVX-512 code.
 try:
     with open("/proc/cpuinfo") as cpuinfo:
-        if " avx512_bf16" in cpuinfo.read():
+        flags = cpuinfo.read()
+        if " avx512_bf16" in flags:
             config.available_features.add("avx512bf16")
+        if " avx512f" in flags:
+            config.available_features.add("avx512f")
 except OSError:
     pass
 

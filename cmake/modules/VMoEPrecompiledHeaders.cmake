@@ -9,7 +9,8 @@ endif()
 
 set(VMOE_PCH_LIBRARIES
   VMoECodegen VMoEDialect VMoEFrontend VMoEInit VMoEPipelines VMoETarget
-  VMoEToGPU VMoEToSCF VMoETransforms VMoEUtils VMoEVectorizeContractions)
+  VMoEToGPU VMoEToSCF VMoETransforms VMoEUtils VMoEVectorizeContractions
+  VMoEVectorizeTransposes)
 
 # The donor: compiled with the flags of the first library, so that the
 # others can reuse its PCH (REUSE_FROM needs identical flags).

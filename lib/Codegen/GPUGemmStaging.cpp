@@ -6,6 +6,8 @@
 
 #include "GPUGemmStaging.h"
 
+#include "vmoe/Codegen/MemRefShapes.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -170,17 +172,6 @@ Value gpugemm::chunkCopiesAllowed(OpBuilder &b, Location loc,
       indexConstant(b, loc, 0));
 }
 
-/// Whether the innermost dim of `type` has unit stride (nvgpu async copies
-/// need it).
-static bool unitInnerStride(MemRefType type) {
-  if (type.getRank() == 0)
-    return false;
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  return succeeded(type.getStridesAndOffset(strides, offset)) &&
-         strides.back() == 1;
-}
-
 void gpugemm::stageTileAsync(OpBuilder &b, Location loc, Value tid,
                              int64_t threads, Value tile, Value stage,
                              int64_t rows, int64_t cols, bool colsContiguous,
@@ -241,7 +232,7 @@ void gpugemm::stageTileAsync(OpBuilder &b, Location loc, Value tid,
           element(b, loc, arith::MinSIOp::create(b, loc, row, lastRow),
                   arith::MinSIOp::create(b, loc, col, lastCol));
       if (!async)
-        async = unitInnerStride(cast<MemRefType>(src.memref.getType()));
+        async = hasUnitInnerStride(cast<MemRefType>(src.memref.getType()));
       Value chunk = swizzle(b, loc, r, arith::DivUIOp::create(b, loc, c, four));
       SmallVector<Value, 3> dst = {
           stage, r,

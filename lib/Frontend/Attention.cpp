@@ -53,7 +53,10 @@ Value ForwardBuilder::attention(Value x, const std::string &prefix,
                                b.getIndexAttr(heads), b.getIndexAttr(dh)},
         unitStrides(b, 4));
   MLIRContext *ctx = b.getContext();
-  // kT[n, h, c, j] = k[n, j, h, c].
+  // kT[n, h, c, j] = k[n, j, h, c], over loops (n, j, h, c): the reads of
+  // k are contiguous and the writes strided. (With j innermost the CPU
+  // code gathered k with a stride of 3 D floats: 45 cycles per element on
+  // Zen 4, 2% of V-MoE-S/32 bf16.)
   Value kTInit = emptyTensor(b, loc,
                              {b.getIndexAttr(n), b.getIndexAttr(heads),
                               b.getIndexAttr(dh), b.getIndexAttr(t)},
@@ -61,7 +64,7 @@ Value ForwardBuilder::attention(Value x, const std::string &prefix,
   Value kT =
       linalg::GenericOp::create(
           b, loc, kTInit.getType(), ValueRange{k}, ValueRange{kTInit},
-          {projectionMap(ctx, 4, {0, 3, 1, 2}), b.getMultiDimIdentityMap(4)},
+          {b.getMultiDimIdentityMap(4), projectionMap(ctx, 4, {0, 2, 3, 1})},
           SmallVector<IteratorType>(4, IteratorType::parallel),
           [](OpBuilder &b, Location loc, ValueRange args) {
             linalg::YieldOp::create(b, loc, args[0]);

@@ -100,6 +100,11 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
     vectorize.prefetch = options.prefetchPanels;
     vectorize.bf16Dot = options.bf16Dot;
     pm.addPass(createVMoEVectorizeContractionsPass(vectorize));
+    VMoEVectorizeTransposesPassOptions transposes;
+    transposes.lanes = options.vectorWidth;
+    transposes.parallel = options.parallel;
+    pm.addNestedPass<func::FuncOp>(
+        createVMoEVectorizeTransposesPass(transposes));
   }
   // The rest (norms, softmax, adds, activations, copies): large ones over
   // chunks of rows on threads too.

@@ -191,6 +191,39 @@ def VMoEVectorizeContractionsPass
   ];
 }
 
+def VMoEVectorizeTransposesPass
+    : Pass<"vmoe-vectorize-transposes", "::mlir::func::FuncOp"> {
+  let summary = "Lower buffer-level transposing copies to 16 x 16 shuffle tiles";
+  let description = [{
+    Rewrites every `linalg.generic` on memrefs that copies 32-bit floats
+    (one input, one output, all loops parallel, the body yields the input)
+    through permutation maps whose innermost dims differ (the input is
+    contiguous along one loop dim, the output along another: attention's
+    copy of k to kᵀ) into loops over 16 x 16 tiles: 16 vector loads along
+    the input's rows, a `vector.transpose` lowered to shuffles
+    (`shuffle_16x16`), 16 vector stores along the output's rows; rows past
+    the edge of the output's contiguous dim are clamped on load and masked
+    on store, columns past the other edge masked on load and skipped on
+    store. Loops over the elements, as convert-linalg-to-loops leaves them,
+    are vectorized by LLVM with one gather or scatter per element. With
+    `parallel`, a copy of 2^16 elements or more runs its other dims as an
+    `scf.parallel`. Only with 16-lane vectors (AVX-512); other widths, other
+    element types and copies that do not transpose are left alone.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+  let options = [
+    Option<"lanes", "vector-width", "int64_t", /*default=*/"16",
+           "f32 lanes per vector register: only 16 rewrites">,
+    Option<"parallel", "parallel", "bool", /*default=*/"false",
+           "Large copies run their other dims on OpenMP threads">
+  ];
+}
+
 def ConvertVMoEToMPIRuntimePass
     : Pass<"convert-vmoe-to-mpi-runtime", "::mlir::ModuleOp"> {
   let summary = "Lower the expert parallelism ops to calls of the MPI runtime";

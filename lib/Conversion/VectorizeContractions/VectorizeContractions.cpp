@@ -27,6 +27,7 @@
 
 #include "vmoe/Codegen/BF16PairContraction.h"
 #include "vmoe/Codegen/BF16Pairs.h"
+#include "vmoe/Codegen/MemRefShapes.h"
 #include "vmoe/Codegen/Microkernel.h"
 #include "vmoe/Codegen/PanelLayout.h"
 #include "vmoe/Support/PassOptionChecks.h"
@@ -62,15 +63,6 @@ static constexpr int64_t kParallelWorkThreshold = 1 << 20;
 /// Bytes of the A pair scratch of a bf16 pair contraction: rows are rounded
 /// in blocks of this much (at least one register tile of rows).
 static constexpr int64_t kPairScratchBytes = 128 * 1024;
-
-/// True when the innermost dim of `type` has unit stride.
-static bool hasContiguousRows(MemRefType type) {
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  if (failed(type.getStridesAndOffset(strides, offset)) || strides.empty())
-    return false;
-  return strides.back() == 1;
-}
 
 /// Indices of `operand` at the loop point `ivs` (dim -> value).
 static SmallVector<Value> operandIndices(AffineMap map,
@@ -191,7 +183,7 @@ static std::optional<Epilogue> followingEpilogue(Operation *op, Value c) {
     for (AffineExpr expr : map.getResults())
       dims.push_back(cast<AffineDimExpr>(expr).getPosition());
     bool along = llvm::is_contained(dims, last);
-    if (along && (dims.back() != last || !hasContiguousRows(type)))
+    if (along && (dims.back() != last || !hasUnitInnerStride(type)))
       return std::nullopt;
     epilogue.inputDims.push_back(dims);
     epilogue.alongColumns.push_back(along);
@@ -342,10 +334,10 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
   auto aType = dyn_cast<MemRefType>(lhs->get().getType());
   auto bType = dyn_cast<MemRefType>(rhs->get().getType());
   auto cType = dyn_cast<MemRefType>(out->get().getType());
-  if (!aType || !bType || !cType || !hasContiguousRows(bType) ||
-      !hasContiguousRows(cType) || !cType.getElementType().isF32() ||
+  if (!aType || !bType || !cType || !hasUnitInnerStride(bType) ||
+      !hasUnitInnerStride(cType) || !cType.getElementType().isF32() ||
       !aType.getElementType().isF32() || !bType.getElementType().isF32() ||
-      (pairs && !hasContiguousRows(aType)) ||
+      (pairs && !hasUnitInnerStride(aType)) ||
       (bInPanels && bType.isDynamicDim(bType.getRank() - 1)))
     return failure();
 
@@ -378,11 +370,7 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
     return getValueOrCreateConstantIndexOp(rewriter, loc, ranges[d].size);
   };
   SmallVector<int64_t> staticSizes = linalgOp.getStaticLoopRanges();
-  int64_t work = 1;
-  for (int64_t s : staticSizes)
-    work = ShapedType::isDynamic(s) || ShapedType::isDynamic(work)
-               ? ShapedType::kDynamic
-               : work * s;
+  int64_t work = staticProduct(staticSizes);
   bool large = ShapedType::isDynamic(work) || work >= kParallelWorkThreshold;
   std::optional<int64_t> staticN;
   if (!ShapedType::isDynamic(staticSizes[nDim]))
