@@ -20,6 +20,7 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cstdlib>
 
@@ -27,7 +28,8 @@ using namespace mlir;
 
 static constexpr const char *kPipeline =
     "func.func(vmoe-buffer-sizing,vmoe-fuse-routing,vmoe-fuse-experts,"
-    "convert-vmoe-to-scf,vmoe-vectorize-contractions)";
+    "convert-vmoe-to-scf),vmoe-vectorize-contractions,"
+    "func.func(vmoe-vectorize-transposes)";
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static bool registered = [] {
@@ -44,8 +46,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   PassManager pm(&context);
   // Verified once at the end, so that invalid IR is told from a refusal.
   pm.enableVerifier(false);
-  if (failed(parsePassPipeline(kPipeline, pm)))
+  if (failed(parsePassPipeline(kPipeline, pm))) {
+    llvm::errs() << "passes fuzzer: the pipeline does not parse: " << kPipeline
+                 << "\n";
     std::abort(); // The pipeline text itself is wrong.
+  }
   if (succeeded(pm.run(*module)) && failed(verify(*module)))
     std::abort(); // A vmoe pass left invalid IR.
   return 0;

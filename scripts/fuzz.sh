@@ -27,17 +27,24 @@ if [ "$target" = smoke ]; then
   running=0
   for t in "${targets[@]}" importers; do
     if [ "$t" = importers ]; then flags=(--timeout 60); else flags=(-timeout=60); fi
-    (VMOE_FUZZ_OUT="$smoke" "$0" "$t" "$seconds" "${flags[@]}" \
-       >"$smoke/$t.log" 2>&1; echo $? >"$smoke/$t.status") &
+    # The status is written whatever the target returns (set -e would end
+    # the subshell first), and waiting never stops the loop: every target
+    # runs and every failing one is reported below.
+    rm -f "$smoke/$t.status"
+    (status=0
+     VMOE_FUZZ_OUT="$smoke" "$0" "$t" "$seconds" "${flags[@]}" \
+       >"$smoke/$t.log" 2>&1 || status=$?
+     echo "$status" >"$smoke/$t.status") &
     running=$(( running + 1 ))
-    if [ "$running" -ge "$jobs" ]; then wait -n; running=$(( running - 1 )); fi
+    if [ "$running" -ge "$jobs" ]; then wait -n || true; running=$(( running - 1 )); fi
   done
-  wait
+  wait || true
   failed=0
   for t in "${targets[@]}" importers; do
     log="$smoke/$t.log"
-    if [ "$(cat "$smoke/$t.status")" != 0 ]; then
-      tail -n 30 "$log" >&2
+    if [ "$(cat "$smoke/$t.status" 2>/dev/null)" != 0 ]; then
+      # The first error (libFuzzer's, with its stack) and the log's end.
+      { grep -v "^INFO:" "$log" | head -n 25; echo "[...]"; tail -n 12 "$log"; } >&2
       echo "fuzz smoke: $t failed ($log)" >&2
       failed=1
     elif [ "$t" = importers ]; then
