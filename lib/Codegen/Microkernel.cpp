@@ -64,6 +64,20 @@ llvm::Error mlir::vmoe::checkMicrokernelOptions(int64_t lanes, int64_t rows,
                             kMaxMicrokernelVectors);
 }
 
+MicrokernelShape mlir::vmoe::tileForColumns(MicrokernelShape shape,
+                                            std::optional<int64_t> n) {
+  if (!n || shape.rows != 8 || shape.vectors != 3)
+    return shape;
+  auto padding = [&](int64_t width) {
+    return llvm::divideCeil(*n, width) * width - *n;
+  };
+  MicrokernelShape wide = shape;
+  wide.rows = 6;
+  wide.vectors = 4;
+  return padding(wide.panelWidth()) < padding(shape.panelWidth()) ? wide
+                                                                  : shape;
+}
+
 Value mlir::vmoe::loadVector(OpBuilder &b, Location loc, VectorType type,
                              Value base, ValueRange indices, Value mask) {
   if (!mask)

@@ -44,6 +44,17 @@ struct MicrokernelShape {
   int64_t panelWidth() const { return vectors * lanes; }
 };
 
+/// The register tile for a GEMM of `n` columns: `shape`, or, when `shape`
+/// is the AVX-512 tile of 8 rows x 3 vectors, 6 rows x 4 vectors (24
+/// accumulators too) where its wider panels pad fewer columns: attention's
+/// T = 50 keys and dh = 64 channels (96 columns computed with 48-wide
+/// panels, 64 with 64-wide ones), and the D = 512 and 4D = 2048 columns of
+/// V-MoE-S's projections (11 and 43 panels of 48, the last one third and
+/// two thirds empty, vs 8 and 32 full panels of 64: at 2 threads 4 + 4
+/// panels instead of 6 + 5). Any other shape is kept.
+MicrokernelShape tileForColumns(MicrokernelShape shape,
+                                std::optional<int64_t> n);
+
 /// The largest register tile the options of the passes and pipelines
 /// take: vectors of 64 f32 lanes (four times AVX-512's), 16 rows, 8
 /// vectors per row. Every tile up to this size compiles in seconds; larger

@@ -144,8 +144,10 @@ def VMoEVectorizeContractionsPass
     buffers read along C's dims, contiguous along its columns; a body of
     elementwise f32 arith/math ops: a bias, an activation) is folded into
     the stores of the last block of k and erased. With the AVX-512 tile
-    (8 x 3), a B packed per call whose columns 4 vectors pad less (attention's
-    50 keys, 64 channels) takes 6 x 4. A B operand read through a panel map
+    (8 x 3), a GEMM whose columns 4 vectors pad less (attention's 50 keys,
+    64 channels; 512 and 2048 columns) takes 6 x 4, whether B is packed per
+    call or read from panels (any panel width that is a multiple of the
+    vector width serves any tile). A B operand read through a panel map
     `(..., n floordiv L, k, n mod L)` (constant weights stored packed,
     folded from `vmoe.unpack_panels` by convert-vmoe-to-scf) is streamed in
     place: no packing scratch and no copy on any call. A bf16 pair

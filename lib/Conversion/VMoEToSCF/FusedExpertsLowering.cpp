@@ -204,9 +204,14 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       return zeros;
     };
 
-    // Plain weights: one block scratch on the stack for all GEMMs.
+    // Plain weights: one block scratch on the stack for all GEMMs (of the
+    // pass's tile). Panels are read a vector at a time: each GEMM takes the
+    // tile that pads fewest of its columns (tileForColumns).
     Value scratch =
         panelWidth || bf16Pairs ? Value() : allocaBlockScratch(b, loc, shape);
+    MicrokernelShape upTile = scratch ? shape : tileForColumns(shape, staticH);
+    MicrokernelShape downTile =
+        scratch ? shape : tileForColumns(shape, staticD);
 
     // GEMM 1: hidden[r] = act(x[g, t(r)] . w1[e] + b1[e]); hidden also
     // holds the partial sums between blocks of k.
@@ -255,7 +260,7 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       up.loadPackedB = panelLoader(ex, w1, vectorType);
     if (bf16Pairs || panelWidth)
       up.prefetchB = panelPrefetcher(ex, w1);
-    emitGemm(b, loc, rows, h, d, staticH, shape, up, scratch,
+    emitGemm(b, loc, rows, h, d, staticH, upTile, up, scratch,
              /*parallelThreads=*/Value());
 
     // SwiGLU: hidden[r] = act(gate) * (x[g, t(r)] . wUp[e]), the up GEMM's
@@ -282,7 +287,7 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
         storeVector(b, loc, arith::MulFOp::create(b, loc, act, acc), hidden,
                     {row, n}, mask);
       };
-      emitGemm(b, loc, rows, h, d, staticH, shape, gated, scratch,
+      emitGemm(b, loc, rows, h, d, staticH, upTile, gated, scratch,
                /*parallelThreads=*/Value());
     }
 
@@ -333,7 +338,7 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       down.loadPackedB = panelLoader(ex, w2, vectorType);
     if (bf16Pairs || panelWidth)
       down.prefetchB = panelPrefetcher(ex, w2);
-    emitGemm(b, loc, rows, d, h, staticD, shape, down, scratch,
+    emitGemm(b, loc, rows, d, h, staticD, downTile, down, scratch,
              /*parallelThreads=*/Value());
   }
 

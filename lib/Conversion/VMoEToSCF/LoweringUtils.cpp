@@ -194,6 +194,10 @@ void lowering::emitExpertMLP(OpBuilder &b, Location loc,
   // Plain weights: one block scratch on the stack for both GEMMs.
   Value scratch =
       weights.panelWidth ? Value() : allocaBlockScratch(b, loc, shape);
+  // Panels read in place: each GEMM's tile pads fewest of its columns.
+  MicrokernelShape upTile = scratch ? shape : tileForColumns(shape, staticH);
+  MicrokernelShape downTile =
+      scratch ? shape : tileForColumns(shape, staticD);
   // B in panel layout: read in place (no packing), prefetched a panel
   // ahead when the shape asks for it.
   auto panelLoader = [&](Value w) {
@@ -223,7 +227,7 @@ void lowering::emitExpertMLP(OpBuilder &b, Location loc,
     storeVector(b, loc, buildActivation(b, loc, weights.activation, v),
                 hidden, {row, n}, mask);
   };
-  emitGemm(b, loc, rows, h, d, staticH, shape, up, scratch,
+  emitGemm(b, loc, rows, h, d, staticH, upTile, up, scratch,
            /*parallelThreads=*/Value());
 
   // GEMM 2: out[r] = hidden[r] . w2[e] + b2[e], partial sums in place.
@@ -255,7 +259,7 @@ void lowering::emitExpertMLP(OpBuilder &b, Location loc,
     storeVector(b, loc, arith::AddFOp::create(b, loc, acc, bias), out,
                 outIndices(b, loc, row, n), mask);
   };
-  emitGemm(b, loc, rows, d, h, staticD, shape, down, scratch,
+  emitGemm(b, loc, rows, d, h, staticD, downTile, down, scratch,
            /*parallelThreads=*/Value());
 }
 

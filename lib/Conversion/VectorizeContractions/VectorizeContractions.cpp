@@ -202,25 +202,6 @@ static std::optional<Epilogue> followingEpilogue(Operation *op, Value c) {
   return epilogue;
 }
 
-/// The register tile of a GEMM of `n` columns whose B is packed per call:
-/// the pass's AVX-512 tile (8 rows x 3 vectors), or 6 rows x 4 vectors
-/// (24 accumulators too) when its wider panels pad fewer columns, as for
-/// attention's T = 50 keys or dh = 64 channels (96 columns computed with
-/// 48-wide panels, 64 with 64-wide ones).
-static MicrokernelShape tileForColumns(MicrokernelShape shape,
-                                       std::optional<int64_t> n) {
-  if (!n || shape.rows != 8 || shape.vectors != 3)
-    return shape;
-  auto padding = [&](int64_t width) {
-    return llvm::divideCeil(*n, width) * width - *n;
-  };
-  MicrokernelShape wide = shape;
-  wide.rows = 6;
-  wide.vectors = 4;
-  return padding(wide.panelWidth()) < padding(shape.panelWidth()) ? wide
-                                                                  : shape;
-}
-
 /// Makes the C accessors of `access` (start, finish, partial sums) address
 /// row `r0 + row` of C for the GEMM's row `row`: a GEMM over the block of
 /// rows that starts at r0.
@@ -254,7 +235,7 @@ using ThreadCountBuilder = llvm::function_ref<Value(OpBuilder &, Location)>;
 /// An epilogue it folds in is erased and added to `erased`.
 static LogicalResult
 vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
-                     const MicrokernelShape &shape, bool parallel,
+                     const MicrokernelShape &baseShape, bool parallel,
                      ThreadCountBuilder maxThreads,
                      SmallPtrSetImpl<Operation *> &erased) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
@@ -269,7 +250,7 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
     std::optional<PanelOperandMap> match = matchPanelOperandMap(maps[i]);
     if (!match)
       continue;
-    if (panel || match->width % shape.lanes != 0)
+    if (panel || match->width % baseShape.lanes != 0)
       return failure();
     panel = match;
     maps[i] = match->plain;
@@ -375,6 +356,10 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
   std::optional<int64_t> staticN;
   if (!ShapedType::isDynamic(staticSizes[nDim]))
     staticN = staticSizes[nDim];
+  // Panels of B (packed here or at load, f32 or pairs) are read a vector
+  // at a time, so any tile width fits them: the one that pads fewest
+  // columns.
+  const MicrokernelShape shape = tileForColumns(baseShape, staticN);
 
   // Outer loops over every dim but rows, columns and reduction.
   SmallVector<unsigned> outerDims;
@@ -579,7 +564,7 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
         }
         // After bufferization: the packing scratch goes on the stack.
         emitGemm(b, loc, size(rowDim), size(nDim), size(kDim), staticN,
-                 bInPanels ? shape : tileForColumns(shape, staticN), access,
+                 shape, access,
                  /*scratch=*/Value(),
                  parallelPanels ? maxThreads(b, loc) : Value());
       };

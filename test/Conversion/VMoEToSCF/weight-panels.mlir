@@ -13,10 +13,17 @@
 // CHECK: vector.load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] : memref<4x4x32x16xf32, {{.*}}>, vector<8xf32>
 // CHECK: vector.load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] : memref<4x2x64x16xf32, {{.*}}>, vector<8xf32>
 // CHECK-NOT: memref.alloc({{.*}}) {{.*}} : memref<?x?x?x16xf32>
+// Each GEMM takes the tile that pads fewest of its columns
+// (tileForColumns): H = 64 runs as 6 x 4 (one 64-wide panel, not 96
+// columns), D = 32 keeps 8 x 3.
 // WIDE-LABEL: func.func @fused_experts_panels
 // WIDE-NOT: memref<?x?x?x48xf32>
+// WIDE: scf.for %{{.*}} = %{{.*}} to %c64 step %c256
+// WIDE: scf.for {{.*}} step %c6
 // WIDE: vector.load %{{.*}} : memref<4x4x32x16xf32, {{.*}}>, vector<16xf32>
 // WIDE-NOT: memref<?x?x?x48xf32>
+// WIDE: scf.for %{{.*}} = %{{.*}} to %c32 step %c240
+// WIDE: scf.for {{.*}} step %c8
 // BAD: error: 'vmoe.fused_experts' op weight_panels (16) must be a multiple of the vector width (32) to be lowered
 func.func @fused_experts_panels(%x: tensor<1x16x32xf32>, %s: tensor<1x16x2xi32>, %w: tensor<1x16x2xf32>,
     %e: tensor<4x1x8xi32>, %f: tensor<4x1xi32>, %w1: tensor<4x4x32x16xf32>, %b1: tensor<4x64xf32>,

@@ -72,8 +72,8 @@ func.func @negative_single_gemm_batches(%a: memref<1024x128xf32>, %b: memref<128
 
 // With AVX-512's 8 x 3 tile (48-wide panels), attention's T = 50 key
 // columns would be computed as 96; B packed per call may take 6 x 4 (64
-// wide: one panel, 64 columns) instead. Panels packed at load keep the
-// pass's tile (panel-operands.mlir), and N = 96 keeps 8 x 3.
+// wide: one panel, 64 columns) instead (as panels packed at load do,
+// panel-operands.mlir), and N = 96 keeps 8 x 3.
 // PAR-LABEL: func.func @attention_scores_t50
 // WIDE-LABEL: func.func @attention_scores_t50
 // WIDE: memref.alloca() {alignment = 64 : i64} : memref<4x512x64xf32>

@@ -169,3 +169,43 @@ func.func @negative_pair_map_other_body(%a: memref<8x32xf32>, %p: memref<3x16x16
   }
   return
 }
+
+// -----
+
+/// Pair panels take the tile that pads fewest columns too: N = 64 runs as
+/// 6 x 4 (one 64-wide panel) rather than 8 x 3 (96 columns in two); the
+/// blocks of rows are then multiples of 6 (K = 1536: 42 rows).
+// DOT-LABEL: func.func @pairs_take_the_wide_tile
+// DOT: %[[R:.*]] = arith.constant 42 : index
+// DOT: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %[[R]]
+// DOT: memref.alloca() {alignment = 64 : i64} : memref<42x768xi32>
+// DOT: scf.for {{.*}} step %c6
+// DOT-COUNT-4: vector.load %{{.*}} : memref<4x768x16xf32>, vector<16xf32>
+// DOT-COUNT-24: x86vector.avx512.dot
+#mk = affine_map<(m, k, n) -> (m, k)>
+#pairs = affine_map<(m, k, n) -> (n floordiv 16, k floordiv 2, n mod 16)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+func.func @pairs_take_the_wide_tile(%a: memref<100x1536xf32>, %p: memref<4x768x16xf32>, %c: memref<100x64xf32>) {
+  linalg.generic {indexing_maps = [#mk, #pairs, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %p : memref<100x1536xf32>, memref<4x768x16xf32>) outs(%c : memref<100x64xf32>) {
+  ^bb0(%x: f32, %word: f32, %acc: f32):
+    %k = linalg.index 1 : index
+    %c2 = arith.constant 2 : index
+    %rem = arith.remui %k, %c2 : index
+    %c0 = arith.constant 0 : index
+    %odd = arith.cmpi ne, %rem, %c0 : index
+    %bits = arith.bitcast %word : f32 to i32
+    %mask = arith.constant -65536 : i32
+    %high = arith.andi %bits, %mask : i32
+    %c16 = arith.constant 16 : i32
+    %low = arith.shli %bits, %c16 : i32
+    %half = arith.select %odd, %high, %low : i32
+    %w = arith.bitcast %half : i32 to f32
+    %t = arith.truncf %x : f32 to bf16
+    %r = arith.extf %t : bf16 to f32
+    %m = arith.mulf %r, %w : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}

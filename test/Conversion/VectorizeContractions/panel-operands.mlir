@@ -113,3 +113,29 @@ func.func @plain_b_and_narrow_panels(%a: memref<4x32xf32>, %b: memref<32x16xf32>
   }
   return
 }
+
+// -----
+
+// Panels are read a vector at a time, so the tile is the one that pads
+// fewest columns: with AVX-512's 8 x 3 (48 columns) N = 64 would compute
+// 96 columns in two panels; 6 x 4 computes it in one (tileForColumns), as
+// for B packed per call (batched-tiles.mlir).
+// WIDE-LABEL: func.func @panels_take_the_wide_tile
+// WIDE-NOT: memref.alloc
+// WIDE: scf.for {{.*}} step %c6
+// WIDE-COUNT-4: vector.load %{{.*}} : memref<4x32x16xf32>, vector<16xf32>
+// WIDE-COUNT-24: vector.fma
+// WIDE: return
+#mk = affine_map<(m, k, n) -> (m, k)>
+#panels = affine_map<(m, k, n) -> (n floordiv 16, k, n mod 16)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+func.func @panels_take_the_wide_tile(%a: memref<12x32xf32>, %p: memref<4x32x16xf32>, %c: memref<12x64xf32>) {
+  linalg.generic {indexing_maps = [#mk, #panels, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %p : memref<12x32xf32>, memref<4x32x16xf32>) outs(%c : memref<12x64xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
