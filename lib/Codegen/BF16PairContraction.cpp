@@ -120,3 +120,39 @@ bool mlir::vmoe::isBF16PairContractionBody(linalg::GenericOp op,
   return mul && isRoundedToBF16(mul.getLhs(), a) &&
          isPairHalf(mul.getRhs(), word, kDim);
 }
+
+/// extf(truncf(v) : bf16) with the default rounding.
+static Value roundToBF16(OpBuilder &b, Location loc, Value v) {
+  return arith::ExtFOp::create(
+      b, loc, b.getF32Type(),
+      arith::TruncFOp::create(b, loc, b.getBF16Type(), v),
+      arith::FastMathFlagsAttr());
+}
+
+void mlir::vmoe::buildBF16RoundedContractionBody(OpBuilder &b, Location loc,
+                                                 ValueRange args) {
+  Value product = arith::MulFOp::create(b, loc, roundToBF16(b, loc, args[0]),
+                                        roundToBF16(b, loc, args[1]));
+  linalg::YieldOp::create(
+      b, loc, ValueRange{arith::AddFOp::create(b, loc, args[2], product)});
+}
+
+bool mlir::vmoe::isBF16RoundedContractionBody(linalg::GenericOp op) {
+  Block &body = *op.getBlock();
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1)
+    return false;
+  auto yield = cast<linalg::YieldOp>(body.getTerminator());
+  if (yield.getNumOperands() != 1)
+    return false;
+  Value a = body.getArgument(0), bArg = body.getArgument(1);
+  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add || add->getBlock() != &body || add.getLhs() != body.getArgument(2))
+    return false;
+  auto mul = add.getRhs().getDefiningOp<arith::MulFOp>();
+  if (!mul)
+    return false;
+  return (isRoundedToBF16(mul.getLhs(), a) &&
+          isRoundedToBF16(mul.getRhs(), bArg)) ||
+         (isRoundedToBF16(mul.getLhs(), bArg) &&
+          isRoundedToBF16(mul.getRhs(), a));
+}

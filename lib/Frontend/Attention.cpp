@@ -9,12 +9,15 @@
 // of the qkv projection. k alone is copied to kᵀ [N, heads, dh, T] (T·D
 // floats per image), so that both products have their B operand contiguous
 // along the output columns and run on the GEMM microkernel, batched over
-// images x heads (vmoe-vectorize-contractions).
+// images x heads (vmoe-vectorize-contractions). With --precision=bf16 both
+// products multiply operands rounded to bf16 (buildBF16RoundedContraction-
+// Body; --bf16-attention=false keeps them f32).
 //
 //===----------------------------------------------------------------------===//
 
 #include "ForwardBuilder.h"
 
+#include "vmoe/Codegen/BF16PairContraction.h"
 #include "vmoe/Utils/TensorBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -53,6 +56,12 @@ Value ForwardBuilder::attention(Value x, const std::string &prefix,
                                b.getIndexAttr(heads), b.getIndexAttr(dh)},
         unitStrides(b, 4));
   MLIRContext *ctx = b.getContext();
+  // With --precision=bf16 (and --bf16-attention) both products multiply
+  // operands rounded to bf16 (exact products, f32 sums: the pair
+  // microkernel); softmax stays f32.
+  auto productBody = options.precision == "bf16" && options.bf16Attention
+                         ? buildBF16RoundedContractionBody
+                         : buildMultiplyAccumulateBody;
   // kT[n, h, c, j] = k[n, j, h, c], over loops (n, j, h, c): the reads of
   // k are contiguous and the writes strided. (With j innermost the CPU
   // code gathered k with a stride of 3 D floats: 45 cycles per element on
@@ -84,7 +93,7 @@ Value ForwardBuilder::attention(Value x, const std::string &prefix,
                                 {IteratorType::parallel, IteratorType::parallel,
                                  IteratorType::parallel, IteratorType::parallel,
                                  IteratorType::reduction},
-                                buildMultiplyAccumulateBody)
+                                productBody)
           .getResult(0);
   Value probs = attentionWeights(scores, dh);
   // context[n, i, h, c] = sum_j probs[n, h, i, j] v[n, j, h, c]; loops
@@ -102,7 +111,7 @@ Value ForwardBuilder::attention(Value x, const std::string &prefix,
                       {IteratorType::parallel, IteratorType::parallel,
                        IteratorType::parallel, IteratorType::reduction,
                        IteratorType::parallel},
-                      buildMultiplyAccumulateBody)
+                      productBody)
                       .getResult(0);
   Value merged = tensor::CollapseShapeOp::create(
       b, loc, context, ArrayRef<ReassociationIndices>{{0, 1}, {2, 3}});

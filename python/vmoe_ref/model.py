@@ -809,16 +809,20 @@ class Attention(nn.Module):
         self.heads = heads
         self.qkv = Dense(dim, 3 * dim)
         self.out = Dense(dim, dim)
+        # Number format of q kᵀ and p v (set_precision): with "bf16" both
+        # operands are rounded to bf16, products exact, sums f32.
+        self.precision = "f32"
 
     def forward(self, x):
         N, T, D = x.shape
         dh = D // self.heads
+        rnd = ops.round_bf16 if self.precision == "bf16" else (lambda t: t)
         # [N, T, 3D] -> 3 x [N, heads, T, dh]: q, k, v; head h in columns
         # h*dh .. (h+1)*dh of each.
         q, k, v = self.qkv(x).view(N, T, 3, self.heads, dh).permute(
             2, 0, 3, 1, 4)
-        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(dh)
-        mixed = torch.matmul(torch.softmax(scores, dim=-1), v)
+        scores = torch.matmul(rnd(q), rnd(k).transpose(-1, -2)) / math.sqrt(dh)
+        mixed = torch.matmul(rnd(torch.softmax(scores, dim=-1)), rnd(v))
         return self.out(mixed.transpose(1, 2).reshape(N, T, D))
 
 
@@ -979,16 +983,20 @@ def set_expert_precision(net, precision):
 PANEL_WIDTH = 16
 
 
-def set_precision(net, precision):
+def set_precision(net, precision, attention=True):
     """Computes `net` as `vmoe-compile --precision` does on the CPU target:
     with "bf16", the token choice experts (set_expert_precision) and every
     dense layer whose kernel is stored in panels (N a multiple of
     PANEL_WIDTH: patch embedding, attention projections, dense MLPs,
     pre-logits, MAP head layers; not the routers, nor a head of 1000 or 10
-    classes) multiply bf16-rounded rows by bf16-rounded kernels; attention
-    scores, routing and everything else stay f32."""
+    classes) multiply bf16-rounded rows by bf16-rounded kernels; the
+    blocks' attention products q kᵀ and p v multiply bf16-rounded operands
+    unless `attention` is false (`--bf16-attention=false`; the MAP head's
+    stay f32); softmax, routing and everything else stay f32."""
     set_expert_precision(net, precision)
     for module in net.modules():
+        if isinstance(module, Attention):
+            module.precision = precision if attention else "f32"
         if isinstance(module, Dense):
             packed = module.kernel.shape[-1] % PANEL_WIDTH == 0
             module.precision = precision if packed else "f32"

@@ -4,6 +4,7 @@ Soft MoE) against the PyTorch model, on a given image folder.
     cd python && /usr/bin/python3 -m vmoe_tools.check_family \\
         --model MODEL.json --weights W.safetensors --images DIR --exe EXE \\
         [--capacities 0.5,1.0,2.0] [--atol 1e-4] [--precision bf16]
+        [--f32-attention]
 
     cd python && /usr/bin/python3 -m vmoe_tools.check_family make \\
         --model MODEL.json --out DIR [--seed 0] [--images 16]
@@ -144,10 +145,14 @@ def main(argv=None):
                              "with: the PyTorch model computes its token "
                              "choice experts and panel-packed dense layers "
                              "the same way")
+    parser.add_argument("--f32-attention", action="store_true",
+                        help="with --precision bf16: the executable was "
+                             "compiled with --bf16-attention=false")
     args = parser.parse_args(argv)
     try:
         net = vmodel.load_model(args.model, args.weights)
-        vmodel.set_precision(net, args.precision)
+        vmodel.set_precision(net, args.precision,
+                             attention=not args.f32_attention)
         _, failures = compare(net, args.exe, args.weights, args.images,
                               args.capacities, args.atol, args.routing)
     except (CheckError, RunError, ValueError, OSError,

@@ -119,6 +119,12 @@ cl::opt<std::string> bf16Kernels(
              "they beat f32 on the target CPU, measured on the host; else "
              "f32 kernels, with a note) or always"),
     cl::init("auto"), cl::cat(category));
+cl::opt<bool> bf16Attention(
+    "bf16-attention",
+    cl::desc("With --precision=bf16: attention's q.k and p.v products "
+             "multiply operands rounded to bf16, accumulated in f32 "
+             "(default); false keeps them f32"),
+    cl::init(true), cl::cat(category));
 // Tests: the host's measured bf16 dot / f32 fma flop ratio, not measured.
 cl::opt<double> bf16Speedup("bf16-speedup", cl::Hidden, cl::init(0),
                             cl::cat(category));
@@ -267,6 +273,8 @@ static llvm::Error checkOptions(bool isModel) {
     return e;
   if (given(bf16Kernels) && precision != "bf16")
     return optionError(bf16Kernels, "only used with --precision=bf16");
+  if (given(bf16Attention) && precision != "bf16")
+    return optionError(bf16Attention, "only used with --precision=bf16");
   if (given(expertParallel)) {
     if (llvm::Error e = ::vmoe::checkRange("--expert-parallel:",
                                            expertParallel, 1,
@@ -289,7 +297,8 @@ static llvm::Error checkOptions(bool isModel) {
                                    "description, not a .mlir module");
   for (const cl::Option *option : std::initializer_list<const cl::Option *>{
            &routing, &score, &capacityRatio, &maxCapacityRatio, &capacityRule,
-           &numChoices, &groupSize, &groupsPerBatch, &training, &precision})
+           &numChoices, &groupSize, &groupsPerBatch, &training, &precision,
+           &bf16Attention})
     if (given(*option))
       return optionError(*option, "only used with a model description, not "
                                   "a .mlir module");
@@ -642,6 +651,7 @@ int main(int argc, char **argv) {
     options.training = training;
     options.seed = seed;
     options.precision = precision;
+    options.bf16Attention = bf16Attention;
     options.allTokenRows = allTokenRows;
     if (precision == "bf16" && target != "cuda") {
       // Whether bf16 pays on this CPU (BF16KernelChoice.h), said on stderr.

@@ -47,6 +47,21 @@ void buildBF16PairContractionBody(OpBuilder &b, Location loc, Value a,
 bool isBF16PairContractionBody(linalg::GenericOp op, unsigned aInput,
                                unsigned wordInput, unsigned kDim);
 
+/// Builds the body (linalg.yield included) of a contraction of two f32
+/// operands both rounded to bf16, over the block arguments (a, b, acc):
+///
+///   acc + extf(truncf(a) : bf16) * extf(truncf(b) : bf16)
+///
+/// (attention's q kᵀ and p v with --precision=bf16: neither operand is a
+/// stored kernel). vmoe-vectorize-contractions rounds A's rows and packs B
+/// into bf16 pair panels per call, then runs the pair microkernel.
+void buildBF16RoundedContractionBody(OpBuilder &b, Location loc,
+                                     ValueRange args);
+
+/// Whether the body of `op` (two inputs, one init) is one
+/// buildBF16RoundedContractionBody built (either input first).
+bool isBF16RoundedContractionBody(linalg::GenericOp op);
+
 } // namespace mlir::vmoe
 
 #endif // VMOE_CODEGEN_BF16PAIRCONTRACTION_H

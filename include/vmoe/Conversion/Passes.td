@@ -156,7 +156,13 @@ def VMoEVectorizeContractionsPass
     vmoe/Codegen/BF16PairContraction.h, folded from `vmoe.unpack_panels
     {storage = bf16_pairs}`) rounds its A rows to bf16 pairs once per block
     of rows (a stack scratch of at most 128 KB) and steps over pairs of k:
-    `x86vector.avx512.dot` with `bf16-dot`, else shift + f32 fma; pair
+    `x86vector.avx512.dot` with `bf16-dot`, else shift + f32 fma. A
+    contraction whose body rounds both operands to bf16 (attention's
+    products with --precision=bf16, vmoe/Codegen/BF16PairContraction.h)
+    takes the same microkernel with B rounded into pair panels on the stack
+    per call (static K and N, at most 256 KB of them). A body must be
+    exactly one of these: casts in a plain multiply-add (which linalg's
+    contraction check admits) leave the op alone. Pair
     contractions it cannot rewrite have their bf16 rounding expanded to
     integer arithmetic without `bf16-dot` (targets without bf16
     conversions). Any other B is

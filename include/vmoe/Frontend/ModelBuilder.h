@@ -49,6 +49,9 @@ struct BuildOptions {
   /// and dense kernels stored as bf16 pairs, SPEC §9; docs/ModelFormat.md
   /// §5).
   std::string precision = "f32";
+  /// With precision "bf16": the blocks' attention products q kᵀ and p v
+  /// multiply operands rounded to bf16 (f32 sums); else they stay f32.
+  bool bf16Attention = true;
   /// Compute every token's row in the last block even where only the class
   /// token reaches the head (head `token`). Off by default: the last block
   /// then skips the rows nothing reads (docs/ModelFormat.md §5).

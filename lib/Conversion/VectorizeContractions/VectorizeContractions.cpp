@@ -64,6 +64,10 @@ static constexpr int64_t kParallelWorkThreshold = 1 << 20;
 /// in blocks of this much (at least one register tile of rows).
 static constexpr int64_t kPairScratchBytes = 128 * 1024;
 
+/// Bytes of B pair panels a rounded contraction may pack per call (all of
+/// B at once; attention's kᵀ and v per image and head are a few KB).
+static constexpr int64_t kPackedPairBytes = 256 * 1024;
+
 /// Indices of `operand` at the loop point `ivs` (dim -> value).
 static SmallVector<Value> operandIndices(AffineMap map,
                                          const DenseMap<unsigned, Value> &ivs) {
@@ -202,6 +206,32 @@ static std::optional<Epilogue> followingEpilogue(Operation *op, Value c) {
   return epilogue;
 }
 
+/// Whether the body of `op` (two inputs, one init) is exactly
+/// `acc + a * b` (either operand order) on its block arguments.
+static bool isMulAddBody(linalg::GenericOp op) {
+  Block &body = *op.getBlock();
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      std::distance(body.begin(), body.end()) != 3)
+    return false;
+  auto yield = cast<linalg::YieldOp>(body.getTerminator());
+  auto add = yield.getNumOperands() == 1
+                 ? yield.getOperand(0).getDefiningOp<arith::AddFOp>()
+                 : nullptr;
+  if (!add)
+    return false;
+  Value acc = body.getArgument(2), product = add.getRhs();
+  if (add.getLhs() != acc)
+    product = add.getLhs();
+  if ((add.getLhs() != acc && add.getRhs() != acc) || product == acc)
+    return false;
+  auto mul = product.getDefiningOp<arith::MulFOp>();
+  if (!mul || mul->getBlock() != &body)
+    return false;
+  Value x = body.getArgument(0), y = body.getArgument(1);
+  return (mul.getLhs() == x && mul.getRhs() == y) ||
+         (mul.getLhs() == y && mul.getRhs() == x);
+}
+
 /// Makes the C accessors of `access` (start, finish, partial sums) address
 /// row `r0 + row` of C for the GEMM's row `row`: a GEMM over the block of
 /// rows that starts at r0.
@@ -256,9 +286,16 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
     maps[i] = match->plain;
   }
   bool pairs = panel && panel->pairs;
+  // Both operands rounded to bf16 (attention with --precision=bf16): B is
+  // packed into pair panels per call.
+  bool rounded = !panel && isBF16RoundedContractionBody(op);
   FailureOr<linalg::ContractionDimensions> dims = failure();
-  if (!panel) {
-    if (!linalg::isaContractionOpInterface(op))
+  if (rounded) {
+    dims = linalg::inferContractionDims(maps);
+  } else if (!panel) {
+    // Exactly acc + a * b: linalg's contraction check also admits casts of
+    // the operands (a rounding to bf16 the microkernel would drop).
+    if (!linalg::isaContractionOpInterface(op) || !isMulAddBody(op))
       return failure();
     dims = linalg::inferContractionDims(op);
   } else if (pairs) {
@@ -312,13 +349,15 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
                                            rhs->getOperandNumber(), kDim) ||
                 lastDim(aMap) != kDim))
     return failure();
+  if (rounded && lastDim(aMap) != kDim)
+    return failure();
   auto aType = dyn_cast<MemRefType>(lhs->get().getType());
   auto bType = dyn_cast<MemRefType>(rhs->get().getType());
   auto cType = dyn_cast<MemRefType>(out->get().getType());
   if (!aType || !bType || !cType || !hasUnitInnerStride(bType) ||
       !hasUnitInnerStride(cType) || !cType.getElementType().isF32() ||
       !aType.getElementType().isF32() || !bType.getElementType().isF32() ||
-      (pairs && !hasUnitInnerStride(aType)) ||
+      ((pairs || rounded) && !hasUnitInnerStride(aType)) ||
       (bInPanels && bType.isDynamicDim(bType.getRank() - 1)))
     return failure();
 
@@ -343,6 +382,25 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
   if (!ShapedType::isDynamic(loopSizes[kDim]) && loopSizes[kDim] >= 1)
     epilogue = followingEpilogue(op, out->get());
 
+  std::optional<int64_t> staticN;
+  if (!ShapedType::isDynamic(loopSizes[nDim]))
+    staticN = loopSizes[nDim];
+  // Panels of B (packed here or at load, f32 or pairs) are read a vector
+  // at a time, so any tile width fits them: the one that pads fewest
+  // columns.
+  const MicrokernelShape shape = tileForColumns(baseShape, staticN);
+  // Rounded contractions: B [K, N] as pair panels of the vector width,
+  // enough of them for every tile (past N zero), on the stack per call.
+  int64_t bLanePanels = 0;
+  if (rounded) {
+    if (!staticN || ShapedType::isDynamic(loopSizes[kDim]))
+      return failure();
+    bLanePanels = llvm::divideCeil(*staticN, shape.panelWidth()) * shape.vectors;
+    if (bLanePanels * ((loopSizes[kDim] + 1) / 2) * shape.lanes * 4 >
+        kPackedPairBytes)
+      return failure();
+  }
+
   Location loc = op.getLoc();
   rewriter.setInsertionPoint(op);
   auto linalgOp = cast<linalg::LinalgOp>(op.getOperation());
@@ -353,14 +411,6 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
   SmallVector<int64_t> staticSizes = linalgOp.getStaticLoopRanges();
   int64_t work = staticProduct(staticSizes);
   bool large = ShapedType::isDynamic(work) || work >= kParallelWorkThreshold;
-  std::optional<int64_t> staticN;
-  if (!ShapedType::isDynamic(staticSizes[nDim]))
-    staticN = staticSizes[nDim];
-  // Panels of B (packed here or at load, f32 or pairs) are read a vector
-  // at a time, so any tile width fits them: the one that pads fewest
-  // columns.
-  const MicrokernelShape shape = tileForColumns(baseShape, staticN);
-
   // Outer loops over every dim but rows, columns and reduction.
   SmallVector<unsigned> outerDims;
   for (unsigned d = 0, e = op.getNumLoops(); d < e; ++d)
@@ -394,8 +444,10 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
                           : std::max<int64_t>(1, kPairScratchBytes / 4 /
                                                      staticWords / shape.rows) *
                                 shape.rows;
+  // `bPacked`: B's pair panels packed for this call (packBPairs), else B
+  // is read from its stored pair panels in place.
   auto pairGemm = [&](OpBuilder &b, Location loc, const GemmAccessors &plain,
-                      const DenseMap<unsigned, Value> &ivs) {
+                      const DenseMap<unsigned, Value> &ivs, Value bPacked) {
     auto index = [&](int64_t v) {
       return Value(arith::ConstantIndexOp::create(b, loc, v));
     };
@@ -431,6 +483,12 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
       access.loadA = nullptr;
       access.loadB = nullptr;
       access.loadBPairs = [&](OpBuilder &b, Location loc, Value pair, Value n) {
+        if (bPacked) {
+          Value panel = arith::DivUIOp::create(b, loc, n, index(shape.lanes));
+          return Value(vector::LoadOp::create(
+              b, loc, VectorType::get({shape.lanes}, b.getI32Type()), bPacked,
+              ValueRange{panel, pair, index(0)}));
+        }
         SmallVector<Value> lead = operandIndices(bMap, ivs);
         lead.resize(lead.size() - 2); // Leading dims only.
         return loadPairPanelWords(b, loc, shape.lanes, bMem, lead, pair, n);
@@ -463,6 +521,65 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
                          rowBlock(b, loc, r0, rows);
                          scf::YieldOp::create(b, loc);
                        });
+  };
+
+  // B [K, N] of one call rounded to pair panels [P, ceil(K/2), lanes] of
+  // i32 on the stack: word (p, j, i) holds bf16(B[2j, p L + i]) low and
+  // bf16(B[2j + 1, p L + i]) high, 0 past K and N. Two rows of B are read
+  // contiguously, interleaved and rounded by vectors (BF16Pairs.h).
+  auto packBPairs = [&](OpBuilder &b, Location loc,
+                        const DenseMap<unsigned, Value> &ivs) {
+    auto index = [&](int64_t v) {
+      return Value(arith::ConstantIndexOp::create(b, loc, v));
+    };
+    int64_t lanes = shape.lanes, staticK = staticSizes[kDim];
+    int64_t words = (staticK + 1) / 2;
+    Value packed = memref::AllocaOp::create(
+        b, loc, MemRefType::get({bLanePanels, words, lanes}, b.getI32Type()),
+        b.getI64IntegerAttr(64));
+    Value n = index(*staticN), k = index(staticK);
+    auto rowType = VectorType::get({lanes}, b.getF32Type());
+    Value zeros = arith::ConstantOp::create(b, loc, rowType,
+                                            b.getZeroAttr(rowType));
+    SmallVector<int64_t> interleave;
+    for (int64_t i = 0; i < lanes; ++i)
+      interleave.append({i, lanes + i});
+    BF16PairProducts products{shape.bf16Dot, lanes};
+    auto forLoop = [&](OpBuilder &b, Location loc, int64_t ub,
+                       function_ref<void(OpBuilder &, Location, Value)> body) {
+      scf::ForOp::create(b, loc, index(0), index(ub), index(1), ValueRange{},
+                         [&](OpBuilder &b, Location loc, Value iv, ValueRange) {
+                           body(b, loc, iv);
+                           scf::YieldOp::create(b, loc);
+                         });
+    };
+    forLoop(b, loc, bLanePanels, [&](OpBuilder &b, Location loc, Value p) {
+      Value n0 = arith::MulIOp::create(b, loc, p, index(lanes));
+      Value columns = vector::CreateMaskOp::create(
+          b, loc, VectorType::get({lanes}, b.getI1Type()),
+          ValueRange{arith::SubIOp::create(b, loc, n, n0)});
+      forLoop(b, loc, words, [&](OpBuilder &b, Location loc, Value j) {
+        auto row = [&](Value kk) {
+          DenseMap<unsigned, Value> at = ivs;
+          at[kDim] = kk;
+          at[nDim] = n0;
+          return loadVector(b, loc, rowType, bMem, operandIndices(bMap, at),
+                            columns);
+        };
+        Value even = arith::MulIOp::create(b, loc, j, index(2));
+        Value odd = arith::AddIOp::create(b, loc, even, index(1));
+        Value hasOdd = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                             odd, k);
+        Value oddRow = arith::SelectOp::create(
+            b, loc, hasOdd,
+            row(arith::SelectOp::create(b, loc, hasOdd, odd, even)), zeros);
+        Value values = vector::ShuffleOp::create(b, loc, row(even), oddRow,
+                                                 interleave);
+        vector::StoreOp::create(b, loc, products.roundToPairs(b, loc, values),
+                                packed, ValueRange{p, j, index(0)});
+      });
+    });
+    return packed;
   };
 
   std::function<void(OpBuilder &, Location, unsigned,
@@ -559,7 +676,15 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
           storeVector(b, loc, acc, c, indices, mask);
         };
         if (pairs) {
-          pairGemm(b, loc, access, ivs);
+          pairGemm(b, loc, access, ivs, /*bPacked=*/Value());
+          return;
+        }
+        if (rounded) {
+          Value stack = LLVM::StackSaveOp::create(
+              b, loc, LLVM::LLVMPointerType::get(b.getContext()));
+          Value packed = packBPairs(b, loc, ivs);
+          pairGemm(b, loc, access, ivs, packed);
+          LLVM::StackRestoreOp::create(b, loc, stack);
           return;
         }
         // After bufferization: the packing scratch goes on the stack.
