@@ -199,10 +199,83 @@ Value mlir::vmoe::buildSoftmaxLastDim(OpBuilder &b, Location loc, Value input,
       });
 }
 
-Value mlir::vmoe::buildActivation(OpBuilder &b, Location loc,
-                                  Activation activation, Value v) {
+/// 2^t for f32 `t` (a scalar or a vector) without math.exp: t is clamped
+/// to [-64, 64] (1 / (1 + 2^64) is 5e-20, and 2^-64 vanishes next to 1:
+/// the logistic below needs no more range), split as n + f by
+/// rounding to nearest with the 1.5 * 2^23 shift (f in [-0.5, 0.5]); 2^f
+/// is a degree-5 polynomial (relative error 7.5e-8: least squares on
+/// Chebyshev nodes, reweighted to the largest error), 2^n the exponent
+/// field (n + 127) << 23, from the shifted sum's low bits. About 15 vector
+/// ops, against math.exp's range reduction, checks and selects.
+static Value buildExp2(OpBuilder &b, Location loc, Value t) {
+  Type type = t.getType();
+  Type intType = b.getI32Type();
+  if (auto vectorType = dyn_cast<VectorType>(type))
+    intType = VectorType::get(vectorType.getShape(), intType);
+  auto c = [&](double value) { return floatConst(b, loc, type, value); };
+  auto ci = [&](int32_t value) {
+    TypedAttr attr = b.getI32IntegerAttr(value);
+    if (auto shaped = dyn_cast<ShapedType>(intType))
+      attr = DenseElementsAttr::get(shaped, attr);
+    return Value(arith::ConstantOp::create(b, loc, intType, attr));
+  };
+  const double roundingShift = 12582912.0; // 1.5 * 2^23
+  // Clamps as compare + select, which x86 takes as one vmaxps / vminps (a
+  // NaN t becomes a bound).
+  auto clamp = [&](arith::CmpFPredicate predicate, double bound) {
+    Value cmp = arith::CmpFOp::create(b, loc, predicate, t, c(bound));
+    t = arith::SelectOp::create(b, loc, cmp, t, c(bound));
+  };
+  clamp(arith::CmpFPredicate::OGT, -64.0);
+  clamp(arith::CmpFPredicate::OLT, 64.0);
+  Value shifted = arith::AddFOp::create(b, loc, t, c(roundingShift));
+  Value n = arith::SubFOp::create(b, loc, shifted, c(roundingShift));
+  Value f = arith::SubFOp::create(b, loc, t, n);
+  Value p = c(0.0013276457320898771);
+  for (double coefficient :
+       {0.009675541892647743, 0.05550713464617729, 0.24022120237350464,
+        0.6931469440460205, 1.0000001192092896})
+    p = math::FmaOp::create(b, loc, p, f, c(coefficient));
+  Value bits = arith::BitcastOp::create(b, loc, intType, shifted);
+  bits = arith::ShLIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, bits, ci(127)), ci(23));
+  return arith::MulFOp::create(b, loc, p,
+                               arith::BitcastOp::create(b, loc, type, bits));
+}
+
+/// v * sigmoid(s(v)) with s(v) = v * (alpha + beta * v^2) and sigmoid(z) =
+/// 1 / (1 + 2^(-z log2 e)), 2^. from buildExp2: about 20 vector ops
+/// and one IEEE division, against math.tanh's rational approximation with
+/// its clamps and selects, then the division of the tanh form.
+static Value buildTimesLogistic(OpBuilder &b, Location loc, Value v,
+                                double alpha, double beta) {
   Type type = v.getType();
   auto c = [&](double value) { return floatConst(b, loc, type, value); };
+  Value scale = c(-alpha * M_LOG2E);
+  if (beta != 0.0)
+    scale = math::FmaOp::create(b, loc, arith::MulFOp::create(b, loc, v, v),
+                                c(-beta * M_LOG2E), scale);
+  Value t = arith::MulFOp::create(b, loc, v, scale);
+  Value logistic = arith::DivFOp::create(
+      b, loc, c(1.0),
+      arith::AddFOp::create(b, loc, buildExp2(b, loc, t), c(1.0)));
+  return arith::MulFOp::create(b, loc, v, logistic);
+}
+
+Value mlir::vmoe::buildActivation(OpBuilder &b, Location loc,
+                                  Activation activation, Value v,
+                                  bool roundedToBF16) {
+  Type type = v.getType();
+  auto c = [&](double value) { return floatConst(b, loc, type, value); };
+  // Activations whose results are rounded to bf16 (the hidden of a bf16
+  // pair GEMM) take the logistic forms: 0.5 (1 + tanh(u)) = sigmoid(2 u),
+  // within a few f32 ulps of the tanh form, at about half its cost.
+  const double geluScale = M_SQRT2 * M_2_SQRTPI * 0.5; // sqrt(2 / pi)
+  if (roundedToBF16 && activation == Activation::gelu_tanh)
+    return buildTimesLogistic(b, loc, v, 2 * geluScale,
+                              2 * geluScale * 0.044715);
+  if (roundedToBF16 && activation == Activation::silu)
+    return buildTimesLogistic(b, loc, v, 1.0, 0.0);
   switch (activation) {
   case Activation::gelu_tanh: {
     // 0.5 * v * (1 + tanh(sqrt(2/pi) * (v + 0.044715 * v^3))).
@@ -210,7 +283,7 @@ Value mlir::vmoe::buildActivation(OpBuilder &b, Location loc,
         b, loc, arith::MulFOp::create(b, loc, v, v), v);
     Value inner = arith::AddFOp::create(
         b, loc, v, arith::MulFOp::create(b, loc, c(0.044715), cube));
-    inner = arith::MulFOp::create(b, loc, c(M_SQRT2 * M_2_SQRTPI * 0.5), inner);
+    inner = arith::MulFOp::create(b, loc, c(geluScale), inner);
     Value t = math::TanhOp::create(b, loc, inner);
     Value half = arith::MulFOp::create(b, loc, c(0.5), v);
     return arith::MulFOp::create(b, loc, half,

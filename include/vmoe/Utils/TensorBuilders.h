@@ -87,9 +87,14 @@ Value buildSoftmaxLastDim(OpBuilder &b, Location loc, Value input,
 /// `reassoc`): a row sum of them vectorizes.
 Value reassociableAdd(OpBuilder &b, Location loc, Value lhs, Value rhs);
 
-/// The activation of vmoe.expert_ffn applied to the scalar `v`.
+/// The activation of vmoe.expert_ffn applied to `v` (f32 or a vector of
+/// f32). With `roundedToBF16` (the result is rounded to bf16 before any
+/// use: the hidden of a bf16 pair GEMM) gelu_tanh and silu are computed as
+/// v * sigmoid(.) from 2^t built with integer ops, a few f32 ulps from the
+/// tanh / exp forms and about twice as fast; otherwise through math.tanh,
+/// math.erf and math.exp.
 Value buildActivation(OpBuilder &b, Location loc, Activation activation,
-                      Value v);
+                      Value v, bool roundedToBF16 = false);
 
 /// The combine of the fused expert lowerings: out[g, t] (shape of `x`) is
 /// the sum, over the choices i with slots[g, t, i] >= 0 and in choice

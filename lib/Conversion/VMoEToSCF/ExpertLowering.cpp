@@ -49,10 +49,19 @@ static Value buildExpertMatmul(OpBuilder &b, Location loc, Value in, Value w) {
       .getResult(0);
 }
 
-/// in[e, g, b, n] + bias[e, n], then `activation` when given, in place.
+/// Whether `kernel` is read from bf16 pair panels: a GEMM with it as B
+/// rounds its A operand to bf16.
+static bool isBF16PairKernel(Value kernel) {
+  auto unpack = kernel.getDefiningOp<UnpackPanelsOp>();
+  return unpack && unpack.getStorage() == PanelStorage::bf16_pairs;
+}
+
+/// in[e, g, b, n] + bias[e, n], then `activation` when given, in place;
+/// `roundedToBF16`: the result only feeds a bf16 pair GEMM.
 static Value buildBiasActivation(OpBuilder &b, Location loc, Value in,
                                  Value bias,
-                                 std::optional<Activation> activation) {
+                                 std::optional<Activation> activation,
+                                 bool roundedToBF16 = false) {
   MLIRContext *ctx = b.getContext();
   auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
   AffineMap id = b.getMultiDimIdentityMap(4);
@@ -63,7 +72,7 @@ static Value buildBiasActivation(OpBuilder &b, Location loc, Value in,
              [&](OpBuilder &b, Location loc, ValueRange args) {
                Value v = arith::AddFOp::create(b, loc, args[1], args[0]);
                if (activation)
-                 v = buildActivation(b, loc, *activation, v);
+                 v = buildActivation(b, loc, *activation, v, roundedToBF16);
                linalg::YieldOp::create(b, loc, ValueRange{v});
              })
       .getResult(0);
@@ -81,8 +90,9 @@ struct ExpertFFNOpLowering : OpConversionPattern<ExpertFFNOp> {
     Location loc = op.getLoc();
     Value hidden =
         buildExpertMatmul(rewriter, loc, adaptor.getBuffers(), adaptor.getW1());
-    hidden = buildBiasActivation(rewriter, loc, hidden, adaptor.getB1(),
-                                 op.getActivation());
+    hidden =
+        buildBiasActivation(rewriter, loc, hidden, adaptor.getB1(),
+                            op.getActivation(), isBF16PairKernel(op.getW2()));
     Value out = buildExpertMatmul(rewriter, loc, hidden, adaptor.getW2());
     out = buildBiasActivation(rewriter, loc, out, adaptor.getB2(),
                               std::nullopt);
@@ -104,13 +114,15 @@ struct ExpertSwiGLUOpLowering : OpConversionPattern<ExpertSwiGLUOp> {
                                    adaptor.getWGate());
     Value up =
         buildExpertMatmul(b, loc, adaptor.getBuffers(), adaptor.getWUp());
+    bool roundedToBF16 = isBF16PairKernel(op.getWDown());
     AffineMap id = b.getMultiDimIdentityMap(4);
     Value hidden =
         linalg::GenericOp::create(
             b, loc, up.getType(), ValueRange{gate}, ValueRange{up}, {id, id},
             SmallVector<IteratorType>(4, IteratorType::parallel),
             [&](OpBuilder &b, Location loc, ValueRange args) {
-              Value act = buildActivation(b, loc, Activation::silu, args[0]);
+              Value act = buildActivation(b, loc, Activation::silu, args[0],
+                                          roundedToBF16);
               linalg::YieldOp::create(
                   b, loc,
                   ValueRange{arith::MulFOp::create(b, loc, act, args[1])});

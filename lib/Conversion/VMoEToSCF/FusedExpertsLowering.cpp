@@ -245,8 +245,8 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
                     Value mask) {
       Value bias = loadVector(b, loc, vectorType, b1, {ex, n}, mask);
       Value v = arith::AddFOp::create(b, loc, acc, bias);
-      storeVector(b, loc, buildActivation(b, loc, activation, v), hidden,
-                  {row, n}, mask);
+      storeVector(b, loc, buildActivation(b, loc, activation, v, bf16Pairs),
+                  hidden, {row, n}, mask);
     };
     if (bf16Pairs) {
       // The gathered rows as bf16 pairs, once per expert.

@@ -136,13 +136,20 @@ struct Epilogue {
     }
     map.map(body.getArgument(op.getNumDpsInputs()), acc);
     for (Operation &inner : body.without_terminator()) {
-      for (Value operand : inner.getOperands())
-        if (!map.contains(operand)) // Defined above: a scalar constant.
-          map.map(operand,
-                  vector::BroadcastOp::create(
-                      b, loc,
-                      VectorType::get(type.getShape(), operand.getType()),
-                      operand));
+      for (Value operand : inner.getOperands()) {
+        if (map.contains(operand))
+          continue;
+        // Defined above: a scalar, broadcast. A constant is cloned here,
+        // as it may sit between the contraction and the epilogue.
+        Value scalar = operand;
+        if (Operation *def = operand.getDefiningOp();
+            def && def->hasTrait<OpTrait::ConstantLike>())
+          scalar = b.clone(*def)->getResult(0);
+        map.map(operand,
+                vector::BroadcastOp::create(
+                    b, loc, VectorType::get(type.getShape(), operand.getType()),
+                    scalar));
+      }
       OperationState state(inner.getLoc(), inner.getName());
       for (Value operand : inner.getOperands())
         state.operands.push_back(map.lookup(operand));
@@ -160,7 +167,8 @@ struct Epilogue {
 /// effects, when it is an all-parallel linalg.generic whose only output is
 /// `c` (identity map), whose inputs are other buffers read along C's dims
 /// (C's last dim, if used, last and contiguous), and whose body is made of
-/// elementwise f32 arith/math ops.
+/// elementwise arith/math ops on f32, i32 (bit manipulation of floats) and
+/// i1.
 static std::optional<Epilogue> followingEpilogue(Operation *op, Value c) {
   Operation *next = op->getNextNode();
   while (next && isMemoryEffectFree(next))
@@ -200,8 +208,18 @@ static std::optional<Epilogue> followingEpilogue(Operation *op, Value c) {
       return std::nullopt;
     for (Type t :
          llvm::concat<Type>(inner.getOperandTypes(), inner.getResultTypes()))
-      if (!t.isF32() && !t.isInteger(1))
+      if (!t.isF32() && !t.isInteger(1) && !t.isInteger(32))
         return std::nullopt;
+    // A value from outside the body must be available at the contraction:
+    // a constant (cloned there), or defined before it.
+    for (Value operand : inner.getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if (!def || def->getBlock() != op->getBlock() ||
+          def->hasTrait<OpTrait::ConstantLike>())
+        continue;
+      if (!def->isBeforeInBlock(op))
+        return std::nullopt;
+    }
   }
   return epilogue;
 }

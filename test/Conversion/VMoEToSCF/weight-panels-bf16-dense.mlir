@@ -84,8 +84,27 @@ func.func @dense_bf16_pairs_odd_k(%x: tensor<7x9xf32>, %p: tensor<1x5x16xf32>,
 // CHECK: #[[$PE:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4 floordiv 16, d3 floordiv 2, d4 mod 16)>
 // CHECK-LABEL: func.func @dense_mlp_bf16_pairs
 // CHECK-NOT: vmoe.unpack_panels
+// Its hidden is rounded to bf16 by the second matmul, so the GELU between
+// them takes the logistic form v * 1 / (1 + 2^t) (buildActivation with
+// roundedToBF16): t clamped, split by the 1.5 * 2^23 rounding shift, 2^f
+// a degree-5 polynomial, 2^n from the shifted sum's bits; no math.tanh.
 // CHECK: linalg.generic {indexing_maps = [#{{.*}}, #[[$PE]], #{{.*}}]{{.*}}ins(%{{.*}}, %{{.*}} : tensor<1x1x8x32xf32>, tensor<1x3x16x16xf32>)
 // CHECK: arith.truncf
+// CHECK: linalg.generic
+// CHECK-NOT: math.tanh
+// CHECK: arith.cmpf ogt
+// CHECK: arith.select
+// CHECK: arith.cmpf olt
+// CHECK: arith.select
+// CHECK: %[[SHIFTED:.*]] = arith.addf %{{.*}}, %cst{{.*}} : f32
+// CHECK: %[[N:.*]] = arith.subf %[[SHIFTED]], %cst{{.*}} : f32
+// CHECK-COUNT-5: math.fma
+// CHECK: %[[BITS:.*]] = arith.bitcast %[[SHIFTED]] : f32 to i32
+// CHECK: %[[BIASED:.*]] = arith.addi %[[BITS]], %{{.*}} : i32
+// CHECK: %[[EXP:.*]] = arith.shli %[[BIASED]], %{{.*}} : i32
+// CHECK: arith.bitcast %[[EXP]] : i32 to f32
+// CHECK: arith.divf
+// CHECK-NOT: math.tanh
 // CHECK: linalg.generic {indexing_maps = [#{{.*}}, #[[$PE]], #{{.*}}]{{.*}}ins(%{{.*}}, %{{.*}} : tensor<1x1x8x48xf32>, tensor<1x2x24x16xf32>)
 // CHECK: arith.truncf
 func.func @dense_mlp_bf16_pairs(%x: tensor<1x1x8x32xf32>, %p1: tensor<1x3x16x16xf32>, %b1: tensor<1x48xf32>,

@@ -28,6 +28,14 @@
 // DOT: vector.bitcast %{{.*}} : vector<16xi32> to vector<32xbf16>
 // DOT: x86vector.avx512.dot %{{.*}}, %{{.*}}, %{{.*}} : vector<32xbf16> -> vector<16xf32>
 // DOT-NOT: vector.fma
+// The hidden rows are rounded to bf16 for GEMM 2, so GEMM 1's GELU is the
+// logistic form (buildActivation with roundedToBF16), 2^n from the bits.
+// DOT-NOT: math.tanh
+// DOT: %[[BITS:.*]] = arith.bitcast %{{.*}} : vector<16xf32> to vector<16xi32>
+// DOT: %[[BIASED:.*]] = arith.addi %[[BITS]], %{{.*}} : vector<16xi32>
+// DOT: arith.shli %[[BIASED]], %{{.*}} : vector<16xi32>
+// DOT: arith.divf %{{.*}}, %{{.*}} : vector<16xf32>
+// DOT-NOT: math.tanh
 // DOT: vector.load %{{.*}} : memref<4x2x32x16xf32, {{.*}}>, vector<16xf32>
 // DOT: x86vector.avx512.dot
 // DOT-NOT: memref<?x?x?x48xf32>

@@ -293,6 +293,64 @@ func.func @matmul_epilogue(%a: memref<12x600xf32>, %b: memref<600x32xf32>, %c: m
 #kn = affine_map<(m, k, n) -> (k, n)>
 #mn = affine_map<(m, k, n) -> (m, n)>
 #id = affine_map<(m, n) -> (m, n)>
+
+// An epilogue building a float from its bits (i32 ops: the 2^n of the
+// logistic activations of bf16 pair GEMMs) is folded the same way, on
+// vectors of i32; one on i64 is not (a pass of its own).
+// CHECK-LABEL: func.func @matmul_epilogue_bits
+// CHECK-NOT: linalg.generic
+// CHECK: scf.if
+// CHECK: arith.bitcast {{.*}} : vector<8xf32> to vector<8xi32>
+// CHECK: arith.shli {{.*}} : vector<8xi32>
+// CHECK: arith.bitcast {{.*}} : vector<8xi32> to vector<8xf32>
+// CHECK: vector.store
+// CHECK-LABEL: func.func @matmul_epilogue_i64
+// CHECK: scf.for
+// CHECK: linalg.generic
+// CHECK: arith.fptosi {{.*}} : f32 to i64
+func.func @matmul_epilogue_bits(%a: memref<12x64xf32>, %b: memref<64x32xf32>, %c: memref<12x32xf32>) {
+  linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %b : memref<12x64xf32>, memref<64x32xf32>) outs(%c : memref<12x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  %c23 = arith.constant 23 : i32
+  linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"]}
+      outs(%c : memref<12x32xf32>) {
+  ^bb0(%acc: f32):
+    %bits = arith.bitcast %acc : f32 to i32
+    %sh = arith.shli %bits, %c23 : i32
+    %f = arith.bitcast %sh : i32 to f32
+    linalg.yield %f : f32
+  }
+  return
+}
+func.func @matmul_epilogue_i64(%a: memref<12x64xf32>, %b: memref<64x32xf32>, %c: memref<12x32xf32>) {
+  linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %b : memref<12x64xf32>, memref<64x32xf32>) outs(%c : memref<12x32xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"]}
+      outs(%c : memref<12x32xf32>) {
+  ^bb0(%acc: f32):
+    %i = arith.fptosi %acc : f32 to i64
+    %f = arith.sitofp %i : i64 to f32
+    linalg.yield %f : f32
+  }
+  return
+}
+
+// -----
+
+#mk = affine_map<(m, k, n) -> (m, k)>
+#kn = affine_map<(m, k, n) -> (k, n)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+#id = affine_map<(m, n) -> (m, n)>
 #t = affine_map<(m, n) -> (n, m)>
 
 // Not an epilogue (each stays a linalg.generic after the GEMM): an op
