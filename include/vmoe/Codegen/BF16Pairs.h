@@ -29,9 +29,11 @@ struct BF16PairProducts {
 
   /// vector<2 x lanes x f32> rounded to bf16 (nearest even, NaN kept) and
   /// packed into vector<lanes x i32> pair words (element 2i in the low
-  /// half of word i). With `dot` an f32 -> bf16 truncation (vcvtne2ps2bf16
-  /// on AVX512_BF16); else integer arithmetic on the f32 bits, so that
-  /// targets without bf16 instructions need no runtime library call.
+  /// half of word i). With `dot` an f32 -> bf16 truncation (LLVM emits two
+  /// vcvtneps2bf16 and a vinsertf64x4 on AVX512_BF16; the one-instruction
+  /// vcvtne2ps2bf16 measured no faster); else integer arithmetic on the
+  /// f32 bits, so that targets without bf16 instructions need no runtime
+  /// library call.
   Value roundToPairs(OpBuilder &b, Location loc, Value values) const;
   /// Rounds rows [0, rows) of an f32 matrix to pairs: row r of `pairs`
   /// (memref<R x ceil(k/2) x i32>, R >= rows) becomes
