@@ -39,22 +39,32 @@ Value ForwardBuilder::attention(Value x, const std::string &prefix,
   int64_t n = batchImages(model, options), t = model.tokensPerImage();
   int64_t d = model.modelWidth, heads = model.heads, dh = d / heads;
   int64_t tq = classQueriesOnly ? 1 : t;
-  Value qkv = linear(x, prefix + ".qkv");
-  // [N*T, 3D] -> [N, T, 3, heads, dh]; q, k, v as [N, T, heads, dh].
-  Value split = tensor::ExpandShapeOp::create(
-      b, loc, RankedTensorType::get({n, t, 3, heads, dh}, f32), qkv,
-      ArrayRef<ReassociationIndices>{{0, 1}, {2, 3, 4}});
-  Value q = extractIndexOfDim(b, loc, split, 2, 0);
-  Value k = extractIndexOfDim(b, loc, split, 2, 1);
-  Value v = extractIndexOfDim(b, loc, split, 2, 2);
-  if (classQueriesOnly) // q [N, 1, heads, dh]: the class tokens' queries.
-    q = tensor::ExtractSliceOp::create(
-        b, loc, RankedTensorType::get({n, 1, heads, dh}, f32), q,
-        ArrayRef<OpFoldResult>{b.getIndexAttr(0), b.getIndexAttr(0),
-                               b.getIndexAttr(0), b.getIndexAttr(0)},
-        ArrayRef<OpFoldResult>{b.getIndexAttr(n), b.getIndexAttr(1),
-                               b.getIndexAttr(heads), b.getIndexAttr(dh)},
-        unitStrides(b, 4));
+  Value q, k, v;
+  if (!classQueriesOnly) {
+    Value qkv = linear(x, prefix + ".qkv");
+    // [N*T, 3D] -> [N, T, 3, heads, dh]; q, k, v as [N, T, heads, dh].
+    Value split = tensor::ExpandShapeOp::create(
+        b, loc, RankedTensorType::get({n, t, 3, heads, dh}, f32), qkv,
+        ArrayRef<ReassociationIndices>{{0, 1}, {2, 3, 4}});
+    q = extractIndexOfDim(b, loc, split, 2, 0);
+    k = extractIndexOfDim(b, loc, split, 2, 1);
+    v = extractIndexOfDim(b, loc, split, 2, 2);
+  } else {
+    // The class tokens' queries alone ([N, D] -> [N, 1, heads, dh]: the
+    // kernel's first D columns on their rows), keys and values of every
+    // token (the other 2 D columns, [N*T, 2D] -> [N, T, 2, heads, dh]).
+    Value classQ =
+        linear(classTokens(x), prefix + ".qkv", std::make_pair(int64_t(0), d));
+    q = tensor::ExpandShapeOp::create(
+        b, loc, RankedTensorType::get({n, 1, heads, dh}, f32), classQ,
+        ArrayRef<ReassociationIndices>{{0, 1}, {2, 3}});
+    Value kv = linear(x, prefix + ".qkv", std::make_pair(d, 2 * d));
+    Value split = tensor::ExpandShapeOp::create(
+        b, loc, RankedTensorType::get({n, t, 2, heads, dh}, f32), kv,
+        ArrayRef<ReassociationIndices>{{0, 1}, {2, 3, 4}});
+    k = extractIndexOfDim(b, loc, split, 2, 0);
+    v = extractIndexOfDim(b, loc, split, 2, 1);
+  }
   MLIRContext *ctx = b.getContext();
   // With --precision=bf16 (and --bf16-attention) both products multiply
   // operands rounded to bf16 (exact products, f32 sums: the pair

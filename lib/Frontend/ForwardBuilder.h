@@ -132,8 +132,14 @@ public:
   /// tensor of `shape` (default: its own; leading unit dims may be added),
   /// through vmoe.unpack_panels when it is stored in panel layout.
   Value kernel(const std::string &name, ArrayRef<int64_t> shape = {});
-  /// x [M, K] . kernel [K, N] + bias [N] with `prefix`.kernel/.bias.
-  Value linear(Value x, const std::string &prefix);
+  /// WeightPanels.cpp: columns [first, first + count) of the 2-D kernel
+  /// `name` [K, N]: a range of its panels when stored in panel layout
+  /// (first and count multiples of the panel width), else a slice.
+  Value kernelColumns(const std::string &name, int64_t first, int64_t count);
+  /// x [M, K] . kernel [K, N] + bias [N] with `prefix`.kernel/.bias; with
+  /// `columns` = (first, count) only those output columns.
+  Value linear(Value x, const std::string &prefix,
+               std::optional<std::pair<int64_t, int64_t>> columns = {});
   /// x [..., N] + v [N] (v broadcast over the leading dims).
   Value addBroadcastLast(Value x, Value v);
   /// a + b elementwise (same shape).

@@ -55,10 +55,20 @@ Value ForwardBuilder::weight(const std::string &name) {
       ArrayRef<ReassociationIndices>{all});
 }
 
-/// x [M, K] . kernel [K, N] + bias [N].
-Value ForwardBuilder::linear(Value x, const std::string &prefix) {
-  Value w = kernel(prefix + ".kernel");
+/// x [M, K] . kernel [K, N] + bias [N] (or their `columns`).
+Value ForwardBuilder::linear(
+    Value x, const std::string &prefix,
+    std::optional<std::pair<int64_t, int64_t>> columns) {
+  Value w = columns ? kernelColumns(prefix + ".kernel", columns->first,
+                                    columns->second)
+                    : kernel(prefix + ".kernel");
   Value bias = weight(prefix + ".bias");
+  if (columns)
+    bias = tensor::ExtractSliceOp::create(
+        b, loc, RankedTensorType::get({columns->second}, f32), bias,
+        ArrayRef<OpFoldResult>{b.getIndexAttr(columns->first)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(columns->second)},
+        unitStrides(b, 1));
   int64_t m = shape(x)[0];
   int64_t n = cast<RankedTensorType>(w.getType()).getDimSize(1);
   Value init = filledTensor(b, loc, {b.getIndexAttr(m), b.getIndexAttr(n)},

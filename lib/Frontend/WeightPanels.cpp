@@ -180,3 +180,44 @@ Value ForwardBuilder::kernel(const std::string &name,
   return UnpackPanelsOp::create(b, loc, RankedTensorType::get(asShape, f32),
                                 reshape(flat, panelsShape), PanelStorage::f32);
 }
+
+Value ForwardBuilder::kernelColumns(const std::string &name, int64_t first,
+                                    int64_t count) {
+  const WeightTensor &tensor = layout.at(name);
+  int64_t k = tensor.shape[0], n = tensor.shape[1], l = kWeightPanelWidth;
+  assert(tensor.shape.size() == 2 && first >= 0 && first + count <= n &&
+         "columns of a 2-D kernel");
+  bool packed = isPanelPackedWeight(model, options, name, tensor.shape);
+  if (!packed || first % l != 0 || count % l != 0) {
+    Value w = kernel(name);
+    return tensor::ExtractSliceOp::create(
+        b, loc, RankedTensorType::get({k, count}, f32), w,
+        ArrayRef<OpFoldResult>{b.getIndexAttr(0), b.getIndexAttr(first)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(k), b.getIndexAttr(count)},
+        unitStrides(b, 2));
+  }
+  // The panels [N/L, rows, L] (rows: K, or ceil(K/2) words of bf16 pairs)
+  // of the columns: a range of the leading dim, contiguous in the buffer.
+  bool pairs = isBF16PanelWeight(model, options, name, tensor.shape);
+  int64_t rows = pairs ? (k + 1) / 2 : k;
+  int64_t panels = n / l, floats = panels * rows * l;
+  Value flat = flatWeight(name);
+  if (pairs)
+    flat = tensor::ExtractSliceOp::create(
+        b, loc, RankedTensorType::get({floats}, f32), flat,
+        ArrayRef<OpFoldResult>{b.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(floats)}, unitStrides(b, 1));
+  Value all = tensor::ExpandShapeOp::create(
+      b, loc, RankedTensorType::get({panels, rows, l}, f32), flat,
+      ArrayRef<ReassociationIndices>{{0, 1, 2}});
+  Value range = tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get({count / l, rows, l}, f32), all,
+      ArrayRef<OpFoldResult>{b.getIndexAttr(first / l), b.getIndexAttr(0),
+                             b.getIndexAttr(0)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(count / l), b.getIndexAttr(rows),
+                             b.getIndexAttr(l)},
+      unitStrides(b, 3));
+  return UnpackPanelsOp::create(
+      b, loc, RankedTensorType::get({k, count}, f32), range,
+      pairs ? PanelStorage::bf16_pairs : PanelStorage::f32);
+}
