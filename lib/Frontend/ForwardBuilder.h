@@ -142,7 +142,7 @@ public:
                std::optional<std::pair<int64_t, int64_t>> columns = {});
   /// x [..., N] + v [N] (v broadcast over the leading dims).
   Value addBroadcastLast(Value x, Value v);
-  /// a + b elementwise (same shape).
+  /// a + b elementwise (same shape), written into b.
   Value add(Value lhs, Value rhs);
   /// LayerNorm over the last dim of x [M, D] with `prefix`.scale/.bias.
   Value layerNorm(Value x, const std::string &prefix);

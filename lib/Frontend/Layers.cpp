@@ -102,14 +102,15 @@ Value ForwardBuilder::addBroadcastLast(Value x, Value v) {
       .getResult(0);
 }
 
-/// a + b elementwise (same shape).
+/// a + b elementwise (same shape), into b's buffer: b is a layer's
+/// output (the residual branch), and when that is a GEMM's in place result
+/// (attention's out projection) vmoe-vectorize-contractions folds this add
+/// into the GEMM's epilogue.
 Value ForwardBuilder::add(Value lhs, Value rhs) {
   unsigned rank = shape(lhs).size();
   AffineMap id = b.getMultiDimIdentityMap(rank);
-  Value init = emptyTensor(b, loc, mixedSizes(b, loc, lhs), f32);
   return linalg::GenericOp::create(
-             b, loc, lhs.getType(), ValueRange{lhs, rhs}, ValueRange{init},
-             {id, id, id},
+             b, loc, rhs.getType(), ValueRange{lhs}, ValueRange{rhs}, {id, id},
              SmallVector<IteratorType>(rank, IteratorType::parallel),
              [](OpBuilder &b, Location loc, ValueRange args) {
                linalg::YieldOp::create(

@@ -163,23 +163,55 @@ struct Epilogue {
   }
 };
 
-/// The epilogue of a contraction writing `c`: the next op with memory
-/// effects, when it is an all-parallel linalg.generic whose only output is
-/// `c` (identity map), whose inputs are other buffers read along C's dims
-/// (C's last dim, if used, last and contiguous), and whose body is made of
-/// elementwise arith/math ops on f32, i32 (bit manipulation of floats) and
-/// i1.
-static std::optional<Epilogue> followingEpilogue(Operation *op, Value c) {
-  Operation *next = op->getNextNode();
+/// The dim of `c` each dim of `view` indexes, when `view` is `c` or a
+/// memref.collapse_shape of it whose groups each hold at most one non-unit
+/// dim (the same elements in the same order, unit dims dropped: a layer's
+/// [1, 1, M, N] result seen as [M, N]).
+static std::optional<SmallVector<unsigned>> dimsOfCView(Value view, Value c) {
+  auto cType = cast<MemRefType>(c.getType());
+  if (view == c)
+    return llvm::to_vector(llvm::seq<unsigned>(0, cType.getRank()));
+  auto collapse = view.getDefiningOp<memref::CollapseShapeOp>();
+  if (!collapse || collapse.getSrc() != c)
+    return std::nullopt;
+  SmallVector<unsigned> dims;
+  for (const ReassociationIndices &group : collapse.getReassociationIndices()) {
+    unsigned dim = group.back();
+    int nonUnit = 0;
+    for (int64_t d : group)
+      if (cType.getDimSize(d) != 1) {
+        dim = d;
+        ++nonUnit;
+      }
+    if (nonUnit > 1)
+      return std::nullopt;
+    dims.push_back(dim);
+  }
+  return dims;
+}
+
+/// An epilogue of a contraction `op` writing `c`: the next op with memory
+/// effects after `after` (the contraction, or the epilogue before), when
+/// it is an all-parallel linalg.generic whose only output is `c` or a
+/// collapsed view of it (dimsOfCView; identity map), whose inputs are other
+/// buffers read along C's dims (C's last dim, if used, last and contiguous),
+/// and whose body is made of elementwise arith/math ops on f32, i32 (bit
+/// manipulation of floats) and i1.
+static std::optional<Epilogue> followingEpilogue(Operation *op,
+                                                 Operation *after, Value c) {
+  Operation *next = after->getNextNode();
   while (next && isMemoryEffectFree(next))
     next = next->getNextNode();
   auto generic = dyn_cast_or_null<linalg::GenericOp>(next);
   if (!generic || !generic.hasPureBufferSemantics() ||
-      generic.getNumDpsInits() != 1 ||
-      generic.getDpsInitOperand(0)->get() != c ||
-      generic.getNumReductionLoops() != 0 ||
+      generic.getNumDpsInits() != 1 || generic.getNumReductionLoops() != 0 ||
       !generic.getMatchingIndexingMap(generic.getDpsInitOperand(0))
            .isIdentity())
+    return std::nullopt;
+  // The C dim of each of the generic's loops.
+  std::optional<SmallVector<unsigned>> cDims =
+      dimsOfCView(generic.getDpsInitOperand(0)->get(), c);
+  if (!cDims)
     return std::nullopt;
   auto cType = cast<MemRefType>(c.getType());
   unsigned last = cType.getRank() - 1;
@@ -191,9 +223,13 @@ static std::optional<Epilogue> followingEpilogue(Operation *op, Value c) {
         viewSource(input->get()) == viewSource(c) ||
         !map.isProjectedPermutation(/*allowZeroInResults=*/false))
       return std::nullopt;
+    // The GEMM's loops read it: it must be defined before the contraction.
+    if (Operation *def = input->get().getDefiningOp();
+        def && def->getBlock() == op->getBlock() && !def->isBeforeInBlock(op))
+      return std::nullopt;
     SmallVector<unsigned> dims;
     for (AffineExpr expr : map.getResults())
-      dims.push_back(cast<AffineDimExpr>(expr).getPosition());
+      dims.push_back((*cDims)[cast<AffineDimExpr>(expr).getPosition()]);
     bool along = llvm::is_contained(dims, last);
     if (along && (dims.back() != last || !hasUnitInnerStride(type)))
       return std::nullopt;
@@ -396,9 +432,16 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
     zeroFill = precedingZeroFill(op, out->get());
   // An elementwise op finishing C right after: applied to the registers of
   // the last block of k before they are stored (needs K >= 1 too).
-  std::optional<Epilogue> epilogue;
-  if (!ShapedType::isDynamic(loopSizes[kDim]) && loopSizes[kDim] >= 1)
-    epilogue = followingEpilogue(op, out->get());
+  // A chain of them (bias, then a residual add) applies in order.
+  SmallVector<Epilogue> epilogues;
+  if (!ShapedType::isDynamic(loopSizes[kDim]) && loopSizes[kDim] >= 1) {
+    Operation *after = op;
+    while (std::optional<Epilogue> next =
+               followingEpilogue(op, after, out->get())) {
+      epilogues.push_back(*next);
+      after = next->op;
+    }
+  }
 
   std::optional<int64_t> staticN;
   if (!ShapedType::isDynamic(loopSizes[nDim]))
@@ -689,8 +732,8 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
         access.storeC = [&](OpBuilder &b, Location loc, Value row, Value n,
                             Value acc, Value mask) {
           SmallVector<Value> indices = cIndices(row, n);
-          if (epilogue)
-            acc = epilogue->apply(b, loc, vectorType, acc, indices, mask);
+          for (Epilogue &epilogue : epilogues)
+            acc = epilogue.apply(b, loc, vectorType, acc, indices, mask);
           storeVector(b, loc, acc, c, indices, mask);
         };
         if (pairs) {
@@ -716,9 +759,9 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
   rewriter.eraseOp(op);
   if (zeroFill)
     rewriter.eraseOp(zeroFill);
-  if (epilogue) {
-    erased.insert(epilogue->op);
-    rewriter.eraseOp(epilogue->op);
+  for (Epilogue &epilogue : epilogues) {
+    erased.insert(epilogue.op);
+    rewriter.eraseOp(epilogue.op);
   }
   return success();
 }

@@ -289,6 +289,129 @@ func.func @matmul_epilogue(%a: memref<12x600xf32>, %b: memref<600x32xf32>, %c: m
 
 // -----
 
+#bmk = affine_map<(e, m, k, n) -> (e, m, k)>
+#bkn = affine_map<(e, m, k, n) -> (e, k, n)>
+#bmn = affine_map<(e, m, k, n) -> (e, m, n)>
+#bn = affine_map<(e, m, n) -> (e, n)>
+#bid = affine_map<(e, m, n) -> (e, m, n)>
+#id = affine_map<(m, n) -> (m, n)>
+
+// A chain of epilogues applies in order: the bias, then a residual add
+// into a collapsed view of C (a layer's [1, M, N] result seen as [M, N]:
+// unit dims dropped, the same elements), reading the residual by vectors
+// along C's columns. Both fold: the sums are (acc + bias) + residual, as
+// the two passes computed them.
+// CHECK-LABEL: func.func @matmul_epilogue_chain
+// CHECK-NOT: linalg.generic
+// CHECK: scf.if
+// CHECK: vector.load %{{.*}} : memref<1x32xf32>, vector<8xf32>
+// CHECK: %[[BIASED:.*]] = arith.addf {{.*}} : vector<8xf32>
+// CHECK: %[[RES:.*]] = vector.load %{{.*}} : memref<12x32xf32>, vector<8xf32>
+// CHECK: arith.addf %[[RES]], %[[BIASED]] : vector<8xf32>
+// CHECK: vector.store
+// CHECK-NOT: linalg.generic
+// CHECK: return
+func.func @matmul_epilogue_chain(%a: memref<1x12x64xf32>, %b: memref<1x64x32xf32>, %c: memref<1x12x32xf32>, %bias: memref<1x32xf32>, %x: memref<12x32xf32>) {
+  linalg.generic {indexing_maps = [#bmk, #bkn, #bmn], iterator_types = ["parallel", "parallel", "reduction", "parallel"]}
+      ins(%a, %b : memref<1x12x64xf32>, memref<1x64x32xf32>) outs(%c : memref<1x12x32xf32>) {
+  ^bb0(%u: f32, %v: f32, %acc: f32):
+    %p = arith.mulf %u, %v : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#bn, #bid], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%bias : memref<1x32xf32>) outs(%c : memref<1x12x32xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %s = arith.addf %acc, %v : f32
+    linalg.yield %s : f32
+  }
+  %flat = memref.collapse_shape %c [[0, 1], [2]] : memref<1x12x32xf32> into memref<12x32xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<12x32xf32>) outs(%flat : memref<12x32xf32>) {
+  ^bb0(%r: f32, %acc: f32):
+    %s = arith.addf %r, %acc : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+#mk = affine_map<(m, k, n) -> (m, k)>
+#kn = affine_map<(m, k, n) -> (k, n)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+#id = affine_map<(m, n) -> (m, n)>
+
+// Not folded: a second link whose input is a view made after the
+// contraction (the GEMM's loops could not read it): the bias folds, the
+// residual add stays a pass of its own. Nor an op into a view of C that
+// is not a collapse of unit dims (a subview, an expand_shape).
+// CHECK-LABEL: func.func @matmul_epilogue_chain_stops
+// CHECK: scf.for
+// CHECK: memref.collapse_shape
+// CHECK-NEXT: linalg.generic
+// CHECK-NOT: linalg.generic
+// CHECK-LABEL: func.func @matmul_epilogue_views
+// CHECK: scf.for
+// CHECK-COUNT-2: linalg.generic
+// CHECK-NOT: linalg.generic
+func.func @matmul_epilogue_chain_stops(%a: memref<12x64xf32>, %b: memref<64x32xf32>, %c: memref<12x32xf32>, %bias: memref<32xf32>, %x: memref<2x6x32xf32>) {
+  linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %b : memref<12x64xf32>, memref<64x32xf32>) outs(%c : memref<12x32xf32>) {
+  ^bb0(%u: f32, %v: f32, %acc: f32):
+    %p = arith.mulf %u, %v : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [affine_map<(m, n) -> (n)>, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%bias : memref<32xf32>) outs(%c : memref<12x32xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %s = arith.addf %acc, %v : f32
+    linalg.yield %s : f32
+  }
+  %late = memref.collapse_shape %x [[0, 1], [2]] : memref<2x6x32xf32> into memref<12x32xf32>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%late : memref<12x32xf32>) outs(%c : memref<12x32xf32>) {
+  ^bb0(%r: f32, %acc: f32):
+    %s = arith.addf %r, %acc : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+func.func @matmul_epilogue_views(%a: memref<12x64xf32>, %b: memref<64x32xf32>, %c: memref<12x32xf32>) {
+  linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %b : memref<12x64xf32>, memref<64x32xf32>) outs(%c : memref<12x32xf32>) {
+  ^bb0(%u: f32, %v: f32, %acc: f32):
+    %p = arith.mulf %u, %v : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  %rows = memref.subview %c[0, 0] [6, 32] [1, 1] : memref<12x32xf32> to memref<6x32xf32, strided<[32, 1]>>
+  linalg.generic {indexing_maps = [#id], iterator_types = ["parallel", "parallel"]}
+      outs(%rows : memref<6x32xf32, strided<[32, 1]>>) {
+  ^bb0(%acc: f32):
+    %s = arith.addf %acc, %acc : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %b : memref<12x64xf32>, memref<64x32xf32>) outs(%c : memref<12x32xf32>) {
+  ^bb0(%u: f32, %v: f32, %acc: f32):
+    %p = arith.mulf %u, %v : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  %split = memref.expand_shape %c [[0, 1], [2]] output_shape [2, 6, 32] : memref<12x32xf32> into memref<2x6x32xf32>
+  linalg.generic {indexing_maps = [affine_map<(i, j, n) -> (i, j, n)>], iterator_types = ["parallel", "parallel", "parallel"]}
+      outs(%split : memref<2x6x32xf32>) {
+  ^bb0(%acc: f32):
+    %s = arith.addf %acc, %acc : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
 #mk = affine_map<(m, k, n) -> (m, k)>
 #kn = affine_map<(m, k, n) -> (k, n)>
 #mn = affine_map<(m, k, n) -> (m, n)>
