@@ -6,12 +6,14 @@
 //
 // Attention keeps heads as a tensor dim instead of transposing q and v:
 // q kᵀ and the product with v are contractions over [N, T, heads, dh] views
-// of the qkv projection. k alone is copied to kᵀ [N, heads, dh, T] (T·D
-// floats per image), so that both products have their B operand contiguous
-// along the output columns and run on the GEMM microkernel, batched over
-// images x heads (vmoe-vectorize-contractions). With --precision=bf16 both
-// products multiply operands rounded to bf16 (buildBF16RoundedContraction-
-// Body; --bf16-attention=false keeps them f32).
+// of the qkv projection. In f32 k alone is copied to kᵀ [N, heads, dh, T]
+// (T·D floats per image), so that both products have their B operand
+// contiguous along the output columns and run on the GEMM microkernel,
+// batched over images x heads (vmoe-vectorize-contractions). With
+// --precision=bf16 both products multiply operands rounded to bf16
+// (buildBF16RoundedContractionBody; --bf16-attention=false keeps them f32)
+// and, on the CPU, q kᵀ reads k itself: its pairs are packed from k's rows
+// per call.
 //
 //===----------------------------------------------------------------------===//
 
@@ -72,33 +74,43 @@ Value ForwardBuilder::attention(Value x, const std::string &prefix,
   auto productBody = options.precision == "bf16" && options.bf16Attention
                          ? buildBF16RoundedContractionBody
                          : buildMultiplyAccumulateBody;
-  // kT[n, h, c, j] = k[n, j, h, c], over loops (n, j, h, c): the reads of
-  // k are contiguous and the writes strided. (With j innermost the CPU
-  // code gathered k with a stride of 3 D floats: 45 cycles per element on
-  // Zen 4, 2% of V-MoE-S/32 bf16.)
-  Value kTInit = emptyTensor(b, loc,
-                             {b.getIndexAttr(n), b.getIndexAttr(heads),
-                              b.getIndexAttr(dh), b.getIndexAttr(t)},
-                             f32);
-  Value kT =
-      linalg::GenericOp::create(
-          b, loc, kTInit.getType(), ValueRange{k}, ValueRange{kTInit},
-          {b.getMultiDimIdentityMap(4), projectionMap(ctx, 4, {0, 2, 3, 1})},
-          SmallVector<IteratorType>(4, IteratorType::parallel),
-          [](OpBuilder &b, Location loc, ValueRange args) {
-            linalg::YieldOp::create(b, loc, args[0]);
-          })
-          .getResult(0);
+  // The B operand of q kᵀ. With bf16 products on the CPU it is k itself
+  // (map (n, h, i, j, c) -> k[n, j, h, c]): vmoe-vectorize-contractions
+  // packs kᵀ's bf16 pairs straight from k's rows, which are contiguous
+  // along c. Otherwise kT[n, h, c, j] = k[n, j, h, c] is copied first, over
+  // loops (n, j, h, c): the reads of k are contiguous and the writes
+  // strided (vmoe-vectorize-transposes). (With j innermost the CPU code
+  // gathered k with a stride of 3 D floats: 45 cycles per element on Zen
+  // 4, 2% of V-MoE-S/32 bf16.)
+  bool packFromK =
+      productBody == buildBF16RoundedContractionBody && options.target == "cpu";
+  Value kOperand = k;
+  AffineMap kMap = projectionMap(ctx, 5, {0, 3, 1, 4});
+  if (!packFromK) {
+    Value kTInit = emptyTensor(b, loc,
+                               {b.getIndexAttr(n), b.getIndexAttr(heads),
+                                b.getIndexAttr(dh), b.getIndexAttr(t)},
+                               f32);
+    kOperand =
+        linalg::GenericOp::create(
+            b, loc, kTInit.getType(), ValueRange{k}, ValueRange{kTInit},
+            {b.getMultiDimIdentityMap(4), projectionMap(ctx, 4, {0, 2, 3, 1})},
+            SmallVector<IteratorType>(4, IteratorType::parallel),
+            [](OpBuilder &b, Location loc, ValueRange args) {
+              linalg::YieldOp::create(b, loc, args[0]);
+            })
+            .getResult(0);
+    kMap = projectionMap(ctx, 5, {0, 1, 4, 3});
+  }
   // scores[n, h, i, j] = sum_c q[n, i, h, c] kT[n, h, c, j] / sqrt(dh).
   Value scoresInit = filledTensor(b, loc,
                                   {b.getIndexAttr(n), b.getIndexAttr(heads),
                                    b.getIndexAttr(tq), b.getIndexAttr(t)},
                                   floatConst(b, loc, f32, 0));
   Value scores =
-      linalg::GenericOp::create(b, loc, scoresInit.getType(), ValueRange{q, kT},
-                                ValueRange{scoresInit},
-                                {projectionMap(ctx, 5, {0, 2, 1, 4}),
-                                 projectionMap(ctx, 5, {0, 1, 4, 3}),
+      linalg::GenericOp::create(b, loc, scoresInit.getType(),
+                                ValueRange{q, kOperand}, ValueRange{scoresInit},
+                                {projectionMap(ctx, 5, {0, 2, 1, 4}), kMap,
                                  projectionMap(ctx, 5, {0, 1, 2, 3})},
                                 {IteratorType::parallel, IteratorType::parallel,
                                  IteratorType::parallel, IteratorType::parallel,

@@ -29,6 +29,7 @@
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Conversion/SCFToOpenMP/SCFToOpenMP.h"
+#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
 #include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVMPass.h"
 #include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
@@ -140,6 +141,9 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
   ConvertVectorToLLVMPassOptions vectorToLLVM;
   vectorToLLVM.x86Vector = options.bf16Dot;
   pm.addPass(createConvertVectorToLLVMPass(vectorToLLVM));
+  // ub.poison: the undefined start of vectors built by vector lowerings
+  // (the 8 x 8 shuffle transposes of packed transposed B operands).
+  pm.addPass(createUBToLLVMConversionPass());
   FinalizeMemRefToLLVMConversionPassOptions memrefToLLVM;
   memrefToLLVM.useGenericFunctions = options.cachedBuffers;
   pm.addPass(createFinalizeMemRefToLLVMConversionPass(memrefToLLVM));

@@ -54,7 +54,8 @@ bool isBF16PairContractionBody(linalg::GenericOp op, unsigned aInput,
 ///
 /// (attention's q kᵀ and p v with --precision=bf16: neither operand is a
 /// stored kernel). vmoe-vectorize-contractions rounds A's rows and packs B
-/// into bf16 pair panels per call, then runs the pair microkernel.
+/// (contiguous along its columns or along k) into bf16 pair panels per
+/// call, then runs the pair microkernel.
 void buildBF16RoundedContractionBody(OpBuilder &b, Location loc,
                                      ValueRange args);
 

@@ -41,6 +41,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/Vector/Transforms/LoweringPatterns.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -388,8 +389,11 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
   auto lastDim = [](AffineMap map) {
     return cast<AffineDimExpr>(map.getResults().back()).getPosition();
   };
+  // A rounded contraction packs B per call, so B may also be contiguous
+  // along k (attention's q kᵀ reading k's rows: no kᵀ copy).
+  bool bTransposed = rounded && lastDim(bMap) == kDim;
   if (!bMap.isFunctionOfDim(nDim) || aMap.isFunctionOfDim(nDim) ||
-      lastDim(bMap) != nDim || lastDim(cMap) != nDim)
+      (lastDim(bMap) != nDim && !bTransposed) || lastDim(cMap) != nDim)
     return failure();
   // Panels hold B only (A is read by rows) and have their k, n as B's.
   bool bInPanels = panel && panel->plain == bMap;
@@ -614,6 +618,56 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
                            scf::YieldOp::create(b, loc);
                          });
     };
+    if (bTransposed) {
+      // B's columns are contiguous along k: 2 L values of one column round
+      // to L words (consecutive k pairs); the words of L columns, an L x L
+      // tile transposed, are L rows of the panel. k past K reads 0, and
+      // columns past N are 0.
+      auto valuesType = VectorType::get({2 * lanes}, b.getF32Type());
+      auto wordsType = VectorType::get({lanes}, b.getI32Type());
+      auto tileType = VectorType::get({lanes, lanes}, b.getI32Type());
+      Value zeroWords = arith::ConstantOp::create(b, loc, wordsType,
+                                                  b.getZeroAttr(wordsType));
+      Value zeroTile =
+          arith::ConstantOp::create(b, loc, tileType, b.getZeroAttr(tileType));
+      forLoop(b, loc, bLanePanels, [&](OpBuilder &b, Location loc, Value p) {
+        Value n0 = arith::MulIOp::create(b, loc, p, index(lanes));
+        for (int64_t w0 = 0; w0 < words; w0 += lanes) {
+          int64_t k0 = 2 * w0;
+          Value kMask;
+          if (staticK - k0 < 2 * lanes)
+            kMask = vector::CreateMaskOp::create(
+                b, loc, VectorType::get({2 * lanes}, b.getI1Type()),
+                ValueRange{index(staticK - k0)});
+          Value tile = zeroTile;
+          for (int64_t i = 0; i < lanes; ++i) {
+            Value column = arith::AddIOp::create(b, loc, n0, index(i));
+            Value inside = arith::CmpIOp::create(
+                b, loc, arith::CmpIPredicate::ult, column, n);
+            DenseMap<unsigned, Value> at = ivs;
+            at[kDim] = index(k0);
+            at[nDim] =
+                arith::SelectOp::create(b, loc, inside, column, index(0));
+            Value values = loadVector(b, loc, valuesType, bMem,
+                                      operandIndices(bMap, at), kMask);
+            Value pairs = arith::SelectOp::create(
+                b, loc, inside, products.roundToPairs(b, loc, values),
+                zeroWords);
+            tile = vector::InsertOp::create(b, loc, pairs, tile,
+                                            ArrayRef<int64_t>{i});
+          }
+          Value rows = vector::TransposeOp::create(b, loc, tile,
+                                                   ArrayRef<int64_t>{1, 0});
+          for (int64_t w = w0; w < std::min(w0 + lanes, words); ++w)
+            vector::StoreOp::create(
+                b, loc,
+                vector::ExtractOp::create(b, loc, rows,
+                                          ArrayRef<int64_t>{w - w0}),
+                packed, ValueRange{p, index(w), index(0)});
+        }
+      });
+      return packed;
+    }
     forLoop(b, loc, bLanePanels, [&](OpBuilder &b, Location loc, Value p) {
       Value n0 = arith::MulIOp::create(b, loc, p, index(lanes));
       Value columns = vector::CreateMaskOp::create(
@@ -844,6 +898,18 @@ struct VMoEVectorizeContractionsPass
         if (getElementTypeOrSelf(trunc.getType()).isBF16())
           leftRounding.push_back(trunc);
       });
+    }
+    // The L x L tiles of packed transposed B operands to shuffles (16
+    // lanes: shuffle_16x16, as vmoe-vectorize-transposes), before
+    // convert-vector-to-llvm would move them element by element.
+    SmallVector<Operation *> transposes;
+    module.walk([&](vector::TransposeOp op) { transposes.push_back(op); });
+    if (!transposes.empty()) {
+      RewritePatternSet lowering(&getContext());
+      vector::populateVectorTransposeLoweringPatterns(
+          lowering, lanes == 16 ? vector::VectorTransposeLowering::Shuffle16x16
+                                : vector::VectorTransposeLowering::Shuffle1D);
+      (void)applyOpPatternsGreedily(transposes, std::move(lowering));
     }
     // Pair contractions left for convert-linalg-to-loops round A with
     // arith.truncf to bf16, which targets without bf16 conversions would

@@ -58,6 +58,54 @@ func.func @scores_bf16(%q: memref<2x50x8x64xf32>, %kt: memref<2x8x64x50xf32>,
 
 // -----
 
+// The same product reading k itself (B contiguous along k, c = 40: 20
+// words): per panel of 16 keys, each key's 32 values of c (masked past 40
+// for the second tile) round to 16 words, and the 16 x 16 tile of words,
+// transposed by shuffles, gives 16 rows of the panel (the first tile all
+// 16, the second the 4 left). Keys past 50 are 0 (a select).
+// DOT-LABEL: func.func @scores_bf16_from_k
+// DOT-NOT: linalg.generic
+// DOT: memref.alloca() {alignment = 64 : i64} : memref<4x20x16xi32>
+// DOT: vector.load %{{.*}} : memref<2x50x8x40xf32>, vector<32xf32>
+// DOT: arith.truncf %{{.*}} : vector<32xf32> to vector<32xbf16>
+// DOT: vector.shuffle
+// DOT-COUNT-16: vector.store %{{.*}} : memref<4x20x16xi32>, vector<16xi32>
+// DOT: vector.create_mask %c8{{.*}} : vector<32xi1>
+// DOT: vector.maskedload %{{.*}} : memref<2x50x8x40xf32>, vector<32xi1>, vector<32xf32> into vector<32xf32>
+// DOT-COUNT-4: vector.store %{{.*}} : memref<4x20x16xi32>, vector<16xi32>
+// DOT-NOT: vector.store %{{.*}} : memref<4x20x16xi32>
+// DOT: x86vector.avx512.dot
+// DOT-NOT: vector.transpose
+// DOT-NOT: linalg.generic
+// DOT: return
+// SHIFT-LABEL: func.func @scores_bf16_from_k
+// SHIFT-NOT: linalg.generic
+// SHIFT: memref.alloca() {alignment = 64 : i64} : memref<4x20x16xi32>
+// SHIFT: vector.shuffle
+// SHIFT: vector.fma
+// SHIFT-NOT: linalg.generic
+// SHIFT: return
+func.func @scores_bf16_from_k(%q: memref<2x50x8x40xf32>, %k: memref<2x50x8x40xf32>,
+                              %s: memref<2x8x50x50xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(n, h, i, j, c) -> (n, i, h, c)>,
+                                   affine_map<(n, h, i, j, c) -> (n, j, h, c)>,
+                                   affine_map<(n, h, i, j, c) -> (n, h, i, j)>],
+                  iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %k : memref<2x50x8x40xf32>, memref<2x50x8x40xf32>) outs(%s : memref<2x8x50x50xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %xt = arith.truncf %x : f32 to bf16
+    %xr = arith.extf %xt : bf16 to f32
+    %yt = arith.truncf %y : f32 to bf16
+    %yr = arith.extf %yt : bf16 to f32
+    %p = arith.mulf %xr, %yr : f32
+    %r = arith.addf %acc, %p : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
 // An odd K (the context product p v over 25 keys): the last pair's high
 // half is 0 (the odd row past K is not read: its index is clamped to the
 // even row and the loaded row replaced by zeros).
