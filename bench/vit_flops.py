@@ -24,7 +24,8 @@ twin (the description without "moe") has only dense MLP blocks.
 With a class-token head vmoe-compile computes only the class token's row
 in the last block (docs/ModelFormat.md §2; unless --all-token-rows), and
 so does this count by default (all_token_rows=False): a dense last block
-has one query (scores and mixing 2·T·D each, out 2·D², MLP 4·D·H); an
+has one query (its projection 2·D², scores and mixing 2·T·D each, out
+2·D², MLP 4·D·H; keys and values 4·T·D² as ever); an
 (token choice) last block keeps its full attention and router but runs the experts
 on the class token's kept choices only, counted as k (an upper bound:
 --stats does not single them out). all_token_rows=True counts every row,
@@ -69,8 +70,9 @@ def flops_per_image(desc, kept_per_image=None, all_token_rows=False):
             # The experts of the last block on the class token's choices.
             total -= 4 * D * He * (kept_per_image[-1] - moe["k"])
         else:
-            # One query: scores, mixing, out projection and MLP of 1 row.
-            total -= (4 * T * T * D - 4 * T * D) + 2 * (T - 1) * D * D
+            # One query: its projection, scores, mixing, out projection
+            # and MLP of 1 row.
+            total -= (4 * T * T * D - 4 * T * D) + 4 * (T - 1) * D * D
             total -= 4 * (T - 1) * D * H
     R, K = desc.get("representation_size") or 0, desc["classes"]
     total += 2 * R * D + 2 * R * K if R else 2 * D * K
