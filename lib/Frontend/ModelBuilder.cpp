@@ -418,6 +418,12 @@ mlir::vmoe::frontend::buildModelModule(MLIRContext &context,
   auto funcType = b.getFunctionType(argTypes, {});
   auto func = func::FuncOp::create(b, loc, "vmoe_forward", funcType);
   func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  // The caller's images and weights are read only: bufferization never
+  // writes them in place (the runtime passes a full batch's images as they
+  // are).
+  for (unsigned arg : {0u, 1u})
+    func.setArgAttr(arg, bufferization::BufferizationDialect::kWritableAttrName,
+                    b.getBoolAttr(false));
   Block *entry = func.addEntryBlock();
   b.setInsertionPointToStart(entry);
 

@@ -213,10 +213,21 @@ llvm::Error Model::runBatch(const float *images, int64_t real,
   const Manifest &m = manifest;
   int64_t batch = m.batchImages, imageSize = m.imageSize();
   int64_t numLayers = static_cast<int64_t>(m.moeLayers.size());
+  bool device = m.target == "cuda";
+  // A full batch on the CPU is read where it is when it is 64-byte aligned
+  // as the interface promises (the compiled function never writes its
+  // images: ModelBuilder marks them read-only); any other batch is copied,
+  // a partial one padded with zeros.
   float *batchData = batchImages.get();
-  if (real > 0)
-    std::memcpy(batchData, images, sizeof(float) * real * imageSize);
-  std::fill_n(batchData + real * imageSize, (batch - real) * imageSize, 0.0f);
+  if (real == batch && !device &&
+      reinterpret_cast<uintptr_t>(images) % AlignedBuffer<float>::kAlignment ==
+          0) {
+    batchData = const_cast<float *>(images);
+  } else {
+    if (real > 0)
+      std::memcpy(batchData, images, sizeof(float) * real * imageSize);
+    std::fill_n(batchData + real * imageSize, (batch - real) * imageSize, 0.0f);
+  }
   // A batch without images (a rank with none left) routes nothing in
   // either mode: the one-process run has no such batch.
   int64_t validImages =
@@ -229,7 +240,6 @@ llvm::Error Model::runBatch(const float *images, int64_t real,
   // A CUDA model: the batch goes to the device once, the compiled code
   // runs its kernels on one stream and waits for them once at its end,
   // and logits and statistics come back once.
-  bool device = m.target == "cuda";
   if (device && (!deviceImages.upload(batchData, batchImages.length()) ||
                  !deviceLogits.upload(batchLogits.get(),
                                       batchLogits.length()) ||

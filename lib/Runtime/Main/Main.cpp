@@ -21,9 +21,10 @@
 
 #include "Main.h"
 
+#include "../AlignedBuffer.h"
+#include "../Distributed.h"
 #include "ImageList.h"
 #include "Labels.h"
-#include "../Distributed.h"
 
 #include "vmoe/Dialect/VMoE/IR/Capacity.h"
 #include "vmoe/Runtime/vmoe_runtime.h"
@@ -448,7 +449,12 @@ static int run(const Options &options) {
                       vmoe_model_height(model.get()) *
                       vmoe_model_width(model.get());
   int64_t batch = vmoe_model_batch_images(model.get());
-  std::vector<float> images(numImages * imageSize);
+  // 64-byte aligned (zeroed): the runtime passes full batches to the
+  // compiled function as they are.
+  AlignedBuffer<float> imageBuffer;
+  if (!imageBuffer.allocate(numImages * imageSize))
+    return fail("out of memory for " + llvm::Twine(numImages) + " images");
+  llvm::MutableArrayRef<float> images(imageBuffer.get(), numImages * imageSize);
   for (const auto &[index, entry] : llvm::enumerate(entries))
     if (ownsImage(static_cast<int64_t>(index), batch) &&
         vmoe_load_image(model.get(), entry.path.c_str(),
