@@ -119,8 +119,10 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
     // lower around the microkernel's stack scratch (LowerAllocaScopes.cpp).
     pm.addNestedPass<func::FuncOp>(vmoe::createLowerAllocaScopesPass());
     // Few, unequal iterations (experts, column blocks): taken dynamically.
-    if (options.dynamicSchedule)
+    if (options.dynamicSchedule) {
       pm.addPass(createVMoEBalanceOMPLoopsPass());
+      pm.addNestedPass<func::FuncOp>(createVMoEClaimOMPIterationsPass());
+    }
   } else {
     pm.addNestedPass<func::FuncOp>(createForallToForLoopPass());
   }

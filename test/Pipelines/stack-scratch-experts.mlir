@@ -7,20 +7,22 @@
 // heap: a memref.alloca of 16 x 512 x 16 floats (512 KB) at the start of the
 // expert's iteration, between llvm.intr.stacksave and stackrestore (added
 // after the deallocation pipeline), so its bytes are reused by the next
-// expert on that thread. On OpenMP threads each iteration saves and
+// expert on that thread (which claims it, ^bb1). On OpenMP threads each iteration saves and
 // restores its own thread's stack (inside the outer pair that
 // convert-scf-to-openmp's alloca scope becomes); sequentially the loop
 // over experts does.
 // CHECK-LABEL: llvm.func @expert_choice_experts_plain
 // CHECK-DAG: %[[N:.*]] = llvm.mlir.constant(131072 : index) : i64
-// CHECK: omp.wsloop
+// CHECK: omp.parallel
+// CHECK: llvm.atomicrmw add
 // CHECK: llvm.intr.stacksave : !llvm.ptr
 // CHECK: %[[SP:.*]] = llvm.intr.stacksave : !llvm.ptr
 // CHECK-NEXT: llvm.alloca %[[N]] x f32 {alignment = 64 : i64}
 // CHECK: llvm.intr.fmuladd
 // CHECK: llvm.intr.stackrestore %[[SP]]
 // CHECK: llvm.intr.stackrestore
-// CHECK-NEXT: omp.yield
+// CHECK-NEXT: llvm.br ^bb1
+// CHECK: omp.terminator
 // CHECK-NOT: llvm.alloca
 // CHECK: llvm.return
 // SEQ-LABEL: llvm.func @expert_choice_experts_plain

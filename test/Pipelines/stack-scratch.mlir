@@ -13,10 +13,13 @@
 // CHECK-NOT: llvm.call @malloc
 // CHECK-NOT: memref.alloca_scope
 // The batches are taken one at a time by whichever thread is free
-// (vmoe-balance-omp-loops); dynamic-schedule=false keeps libomp's static
-// split.
+// (vmoe-balance-omp-loops), each claimed with an atomic add on a counter
+// (vmoe-claim-omp-iterations); dynamic-schedule=false keeps libomp's
+// static split.
+// CHECK: %[[CTR:.*]] = llvm.alloca %{{.*}} x i64
 // CHECK: omp.parallel
-// CHECK: omp.wsloop schedule(dynamic)
+// CHECK-NOT: omp.wsloop
+// CHECK: llvm.atomicrmw add %[[CTR]]
 // STATIC-LABEL: llvm.func @attention_scores
 // STATIC: omp.wsloop {
 // CHECK: llvm.intr.stacksave

@@ -357,6 +357,30 @@ def VMoEGPUMapParallelLoopsPass
                            "::mlir::scf::SCFDialect"];
 }
 
+def VMoEClaimOMPIterationsPass
+    : Pass<"vmoe-claim-omp-iterations", "::mlir::func::FuncOp"> {
+  let summary = "Take a dynamic OpenMP loop's iterations from a shared "
+                "counter";
+  let description = [{
+    An `omp.wsloop schedule(dynamic)` (no chunk size, no reduction) that is
+    the only work of its `omp.parallel` region becomes a loop in that region
+    in which every thread claims the next iteration with one atomic add on a
+    counter that the function zeroes before the region: the dynamic
+    schedule's order and balance, without libomp's dispatch (per thread and
+    loop an init; per claimed iteration a call that, in Debian's libomp,
+    also formats debug strings) and without the loop's closing barrier (the
+    region's join is one). Each iteration writes its own outputs
+    (vmoe-balance-omp-loops schedules only such loops dynamically), so the
+    result does not depend on which thread took which. Loops of several
+    dims (collapsed) take the linear iteration number apart. The counter is
+    one `i64` on the function's stack, allocated in its entry block.
+  }];
+  let dependentDialects = ["::mlir::omp::OpenMPDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::cf::ControlFlowDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def VMoEBalanceOMPLoopsPass : Pass<"vmoe-balance-omp-loops"> {
   let summary = "Schedule reduction-free OpenMP loops dynamically";
   let description = [{
