@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/OpenMP/OpenMPDialect.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 
 namespace mlir::vmoe {
 #define GEN_PASS_DEF_VMOECLAIMOMPITERATIONSPASS
@@ -26,8 +27,8 @@ namespace {
 
 /// The loop nest of `loop` when it can be claimed: a dynamic schedule of
 /// chunks of one, no reduction, no other clause that changes what a thread
-/// runs, index bounds, the only op of its parallel region but the
-/// terminator.
+/// runs, index bounds and positive steps, the only op of its parallel
+/// region but the terminator, that region not nested in another.
 omp::LoopNestOp claimableNest(omp::WsloopOp loop) {
   if (loop.getScheduleKind() != omp::ClauseScheduleKind::Dynamic ||
       loop.getScheduleChunk() || loop.getScheduleMod() ||
@@ -41,8 +42,10 @@ omp::LoopNestOp claimableNest(omp::WsloopOp loop) {
   // once (serialized), each needing its own counter: left to libomp.
   if (parallel->getParentOfType<omp::ParallelOp>())
     return {};
+  // The trip count is computed before the region: no private or reduction
+  // block arguments there that the bounds could use.
   Block &block = parallel.getRegion().front();
-  if (&block.front() != loop.getOperation() ||
+  if (block.getNumArguments() != 0 || &block.front() != loop.getOperation() ||
       !isa<omp::TerminatorOp>(loop->getNextNode()))
     return {};
   auto nest = dyn_cast<omp::LoopNestOp>(loop.getWrappedLoop());
@@ -51,10 +54,15 @@ omp::LoopNestOp claimableNest(omp::WsloopOp loop) {
   for (Value iv : nest.getIVs())
     if (!iv.getType().isIndex())
       return {};
+  // Trip counts below assume positive steps (as scf.parallel's are).
+  for (Value step : nest.getLoopSteps())
+    if (std::optional<int64_t> constant = getConstantIntValue(step);
+        constant && *constant <= 0)
+      return {};
   return nest;
 }
 
-/// ceil((ub - lb) / step), 0 when empty; `step` > 0 (omp.loop_nest).
+/// ceil((ub - lb) / step), 0 when empty; `step` > 0.
 Value tripCount(OpBuilder &b, Location loc, Value lb, Value ub, Value step) {
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   Value one = arith::ConstantIndexOp::create(b, loc, 1);

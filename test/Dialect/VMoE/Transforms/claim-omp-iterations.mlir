@@ -76,7 +76,7 @@ func.func @collapsed(%out: memref<?x?xf32>, %m: index, %n: index) {
 // -----
 
 // Left to libomp: a static schedule, a chunk size, a reduction's partial
-// sums, a region that does more than the loop.
+// sums, a region that does more than the loop, a negative step.
 // CHECK-LABEL: func.func @kept
 // CHECK-NOT: memref.alloca
 // CHECK-NOT: memref.atomic_rmw
@@ -85,6 +85,8 @@ func.func @collapsed(%out: memref<?x?xf32>, %m: index, %n: index) {
 // CHECK: omp.wsloop schedule(dynamic) reduction(
 // CHECK: memref.store
 // CHECK-NEXT: omp.wsloop schedule(dynamic)
+// CHECK: omp.wsloop schedule(dynamic)
+// CHECK-NEXT: omp.loop_nest (%{{.*}}) : index = (%{{.*}}) to (%{{.*}}) step (%[[CM1:.*]])
 // CHECK-NOT: memref.atomic_rmw
 omp.declare_reduction @add_f32 : f32
 init {
@@ -137,6 +139,16 @@ func.func @kept(%out: memref<?xf32>, %n: index, %sum: memref<f32>) {
     memref.store %one, %sum[] : memref<f32>
     omp.wsloop schedule(dynamic) {
       omp.loop_nest (%i) : index = (%c0) to (%n) step (%c1) {
+        memref.store %one, %out[%i] : memref<?xf32>
+        omp.yield
+      }
+    }
+    omp.terminator
+  }
+  %cm1 = arith.constant -1 : index
+  omp.parallel {
+    omp.wsloop schedule(dynamic) {
+      omp.loop_nest (%i) : index = (%n) to (%c0) step (%cm1) {
         memref.store %one, %out[%i] : memref<?xf32>
         omp.yield
       }
