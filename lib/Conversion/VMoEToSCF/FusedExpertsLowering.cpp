@@ -23,8 +23,9 @@
 // (packed once, at model load) and the GEMMs read them in place: no packing
 // scratch, no per-call repacking of the expert weights. With
 // `weight_storage = bf16_pairs` the panels hold bf16 pairs: each expert's
-// gathered rows, and then its hidden rows, are first rounded to bf16 pairs
-// (one i32 per two k), and the GEMMs step over k pairs (BF16Pairs.h).
+// gathered rows are first rounded to bf16 pairs (one i32 per two k), its
+// hidden rows are written as pairs by the epilogue that finishes them, and
+// the GEMMs step over k pairs (BF16Pairs.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -223,6 +224,20 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       hiddenSizes.push_back(h);
     Value hidden = memref::AllocOp::create(b, loc, hiddenType, hiddenSizes,
                                            b.getI64IntegerAttr(64));
+    // bf16 pairs: the last producer of the hidden rows (GEMM 1, or the
+    // SwiGLU product) rounds its results to the pairs GEMM 2 reads, in
+    // registers, instead of a second pass over f32 hidden rows (vectors of
+    // an even number of lanes: whole words).
+    Value hiddenPairs;
+    if (bf16Pairs && shape.lanes % 2 == 0)
+      hiddenPairs = allocRowPairs(b, loc, maxRows, h);
+    auto storeHidden = [&](OpBuilder &b, Location loc, Value row, Value n,
+                           Value value, Value mask) {
+      if (hiddenPairs)
+        storeRowPairs(b, loc, hiddenPairs, row, n, value, mask);
+      else
+        storeVector(b, loc, value, hidden, {row, n}, mask);
+    };
     GemmAccessors up;
     up.loadA = [&](OpBuilder &b, Location loc, Value row, Value kk) {
       return Value(memref::LoadOp::create(
@@ -245,8 +260,11 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
                     Value mask) {
       Value bias = loadVector(b, loc, vectorType, b1, {ex, n}, mask);
       Value v = arith::AddFOp::create(b, loc, acc, bias);
-      storeVector(b, loc, buildActivation(b, loc, activation, v, bf16Pairs),
-                  hidden, {row, n}, mask);
+      Value activated = buildActivation(b, loc, activation, v, bf16Pairs);
+      if (wUp)
+        storeVector(b, loc, activated, hidden, {row, n}, mask);
+      else
+        storeHidden(b, loc, row, n, activated, mask);
     };
     if (bf16Pairs) {
       // The gathered rows as bf16 pairs, once per expert.
@@ -284,8 +302,8 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       gated.storeC = [&](OpBuilder &b, Location loc, Value row, Value n,
                          Value acc, Value mask) {
         Value act = loadVector(b, loc, vectorType, hidden, {row, n}, mask);
-        storeVector(b, loc, arith::MulFOp::create(b, loc, act, acc), hidden,
-                    {row, n}, mask);
+        storeHidden(b, loc, row, n, arith::MulFOp::create(b, loc, act, acc),
+                    mask);
       };
       emitGemm(b, loc, rows, h, d, staticH, upTile, gated, scratch,
                /*parallelThreads=*/Value());
@@ -328,11 +346,12 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       storeVector(b, loc, scaled, planes, planeRow(b, loc, row, n), mask);
     };
     if (bf16Pairs) {
-      // The activated hidden rows as bf16 pairs.
-      Value hiddenPairs =
-          packRowPairs(b, loc, rows, maxRows, h, hidden,
-                       [&](OpBuilder &b, Location loc,
-                           Value row) -> SmallVector<Value> { return {row}; });
+      if (!hiddenPairs)
+        hiddenPairs = packRowPairs(
+            b, loc, rows, maxRows, h, hidden,
+            [&](OpBuilder &b, Location loc, Value row) -> SmallVector<Value> {
+              return {row};
+            });
       setPairLoaders(down, ex, w2, hiddenPairs, vectorType);
     } else if (panelWidth)
       down.loadPackedB = panelLoader(ex, w2, vectorType);
@@ -359,6 +378,40 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
     };
   }
 
+  /// memref<maxRows x ceil(k/2) x i32> for rows of k bf16 as pair words.
+  static Value allocRowPairs(OpBuilder &b, Location loc, Value maxRows,
+                             Value k) {
+    Value words = arith::CeilDivUIOp::create(b, loc, k, indexConst(b, loc, 2));
+    auto type = MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
+                                b.getI32Type());
+    return memref::AllocOp::create(b, loc, type, ValueRange{maxRows, words},
+                                   b.getI64IntegerAttr(64));
+  }
+
+  /// Rounds `value` (vector<lanes x f32>, columns n .. n + lanes of row
+  /// `row`, n even) to lanes / 2 pair words at pairs[row, n / 2]; lanes
+  /// past `mask` count as 0 (an odd last column's high half), as in
+  /// BF16PairProducts::roundRowsToPairs, so both give the same words.
+  void storeRowPairs(OpBuilder &b, Location loc, Value pairs, Value row,
+                     Value n, Value value, Value mask) const {
+    auto type = cast<VectorType>(value.getType());
+    int64_t lanes = type.getNumElements();
+    Value wordsMask;
+    if (mask) {
+      Value zeros = arith::ConstantOp::create(
+          b, loc, type, DenseElementsAttr::get(type, b.getF32FloatAttr(0)));
+      value = arith::SelectOp::create(b, loc, mask, value, zeros);
+      SmallVector<int64_t> even;
+      for (int64_t i = 0; i < lanes; i += 2)
+        even.push_back(i);
+      wordsMask = vector::ShuffleOp::create(b, loc, mask, mask, even);
+    }
+    Value words =
+        BF16PairProducts{shape.bf16Dot, lanes / 2}.roundToPairs(b, loc, value);
+    Value word = arith::DivUIOp::create(b, loc, n, indexConst(b, loc, 2));
+    storeVector(b, loc, words, pairs, {row, word}, wordsMask);
+  }
+
   /// memref<maxRows x ceil(k/2) x i32>: rows [0, rows) of an f32 matrix
   /// rounded to bf16 pairs (BF16PairProducts::roundRowsToPairs); row r is
   /// source[prefix(r)..., 0 .. k).
@@ -367,11 +420,7 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
                Value source,
                function_ref<SmallVector<Value>(OpBuilder &, Location, Value)>
                    prefix) const {
-    Value words = arith::CeilDivUIOp::create(b, loc, k, indexConst(b, loc, 2));
-    auto type = MemRefType::get({ShapedType::kDynamic, ShapedType::kDynamic},
-                                b.getI32Type());
-    Value pairs = memref::AllocOp::create(
-        b, loc, type, ValueRange{maxRows, words}, b.getI64IntegerAttr(64));
+    Value pairs = allocRowPairs(b, loc, maxRows, k);
     BF16PairProducts{shape.bf16Dot, shape.lanes}.roundRowsToPairs(
         b, loc, pairs, rows, k, source, prefix);
     return pairs;

@@ -10,9 +10,9 @@
 // RUN:   | FileCheck %s --check-prefix=LLVM-SHIFT
 
 // Expert weights in bf16 pair panels (weight_storage = bf16_pairs): the
-// gathered rows, then the hidden rows, are rounded to bf16 pairs (one i32
-// per two k) and the GEMMs step over pairs of k reading the panels in place
-// as vectors of i32 words. With bf16-dot (the target has AVX512_BF16) the
+// gathered rows are rounded to bf16 pairs (one i32 per two k), the hidden
+// rows are written as pairs by GEMM 1's epilogue, and the GEMMs step over
+// pairs of k reading the panels in place as vectors of i32 words. With bf16-dot (the target has AVX512_BF16) the
 // products are x86vector.avx512.dot (vdpbf16ps); without it, the even k of
 // each word is its low half shifted left by 16, the odd k its high half,
 // each an f32 fma: code for any x86 host (AVX2 included).
@@ -36,6 +36,12 @@
 // DOT: arith.shli %[[BIASED]], %{{.*}} : vector<16xi32>
 // DOT: arith.divf %{{.*}}, %{{.*}} : vector<16xf32>
 // DOT-NOT: math.tanh
+// The epilogue rounds its activated vector to the hidden rows' pairs in
+// registers (16 values, 8 words); no second pass over f32 hidden rows.
+// DOT: arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
+// DOT: vector.bitcast %{{.*}} : vector<16xbf16> to vector<8xi32>
+// DOT: vector.store %{{.*}} : memref<?x?xi32>, vector<8xi32>
+// DOT-NOT: vector<32xf32> to vector<32xbf16>
 // DOT: vector.load %{{.*}} : memref<4x2x32x16xf32, {{.*}}>, vector<16xf32>
 // DOT: x86vector.avx512.dot
 // DOT-NOT: memref<?x?x?x48xf32>
