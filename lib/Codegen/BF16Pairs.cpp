@@ -20,6 +20,7 @@
 #include "vmoe/Codegen/Microkernel.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/X86Vector/X86VectorDialect.h"
@@ -115,6 +116,116 @@ void BF16PairProducts::roundRowsToPairs(
                   wordsMask);
     });
   });
+}
+
+Value BF16PairProducts::packPanels(
+    OpBuilder &b, Location loc, Value source, int64_t panels, int64_t k,
+    int64_t n, bool transposed,
+    function_ref<SmallVector<Value>(OpBuilder &, Location, Value, Value)>
+        indices) const {
+  auto index = [&](int64_t v) {
+    return Value(arith::ConstantIndexOp::create(b, loc, v));
+  };
+  int64_t words = (k + 1) / 2;
+  Value packed = memref::AllocaOp::create(
+      b, loc, MemRefType::get({panels, words, lanes}, b.getI32Type()),
+      b.getI64IntegerAttr(64));
+  Value nValue = index(n), kValue = index(k);
+  auto forLoop = [&](OpBuilder &b, Location loc, int64_t ub,
+                     function_ref<void(OpBuilder &, Location, Value)> body) {
+    scf::ForOp::create(b, loc, index(0), index(ub), index(1), ValueRange{},
+                       [&](OpBuilder &b, Location loc, Value iv, ValueRange) {
+                         body(b, loc, iv);
+                         scf::YieldOp::create(b, loc);
+                       });
+  };
+  if (transposed) {
+    // B's columns are contiguous along k: 2 L values of column c round to
+    // L words (consecutive k pairs), which go to word rows j .. j + L of
+    // c's lane in its panel, L words apart: one scatter per L words (into
+    // the panels seen as one dim). The panels are zeroed first (columns
+    // past N); k past K reads 0.
+    auto valuesType = VectorType::get({2 * lanes}, b.getF32Type());
+    auto wordsType = VectorType::get({lanes}, b.getI32Type());
+    auto flatType = MemRefType::get({panels * words * lanes}, b.getI32Type());
+    Value flat = memref::CollapseShapeOp::create(
+        b, loc, flatType, packed, ArrayRef<ReassociationIndices>{{0, 1, 2}});
+    Value zeroWords =
+        arith::ConstantOp::create(b, loc, wordsType, b.getZeroAttr(wordsType));
+    forLoop(b, loc, panels * words, [&](OpBuilder &b, Location loc, Value r) {
+      vector::StoreOp::create(
+          b, loc, zeroWords, flat,
+          ValueRange{arith::MulIOp::create(b, loc, r, index(lanes))});
+    });
+    SmallVector<int32_t> strides;
+    for (int64_t i = 0; i < lanes; ++i)
+      strides.push_back(static_cast<int32_t>(i * lanes));
+    Value offsets = arith::ConstantOp::create(
+        b, loc, wordsType,
+        DenseElementsAttr::get(wordsType, ArrayRef<int32_t>(strides)));
+    forLoop(b, loc, n, [&](OpBuilder &b, Location loc, Value column) {
+      Value panel = arith::DivUIOp::create(b, loc, column, index(lanes));
+      Value lane = arith::RemUIOp::create(b, loc, column, index(lanes));
+      for (int64_t w0 = 0; w0 < words; w0 += lanes) {
+        int64_t k0 = 2 * w0;
+        Value kMask, wordsMask;
+        if (k - k0 < 2 * lanes)
+          kMask = vector::CreateMaskOp::create(
+              b, loc, VectorType::get({2 * lanes}, b.getI1Type()),
+              ValueRange{index(k - k0)});
+        wordsMask = vector::CreateMaskOp::create(
+            b, loc, VectorType::get({lanes}, b.getI1Type()),
+            ValueRange{index(std::min(lanes, words - w0))});
+        Value values = loadVector(b, loc, valuesType, source,
+                                  indices(b, loc, index(k0), column), kMask);
+        // Word w0 of the column's lane: ((panel * words) + w0) * L + lane.
+        Value start = arith::AddIOp::create(
+            b, loc,
+            arith::MulIOp::create(
+                b, loc,
+                arith::AddIOp::create(
+                    b, loc, arith::MulIOp::create(b, loc, panel, index(words)),
+                    index(w0)),
+                index(lanes)),
+            lane);
+        vector::ScatterOp::create(b, loc, Type(), flat, ValueRange{start},
+                                  offsets, wordsMask,
+                                  roundToPairs(b, loc, values));
+      }
+    });
+    return packed;
+  }
+  // Two rows of B are read contiguously, interleaved and rounded.
+  auto rowType = VectorType::get({lanes}, b.getF32Type());
+  Value zeros =
+      arith::ConstantOp::create(b, loc, rowType, b.getZeroAttr(rowType));
+  SmallVector<int64_t> interleave;
+  for (int64_t i = 0; i < lanes; ++i)
+    interleave.append({i, lanes + i});
+  forLoop(b, loc, panels, [&](OpBuilder &b, Location loc, Value p) {
+    Value n0 = arith::MulIOp::create(b, loc, p, index(lanes));
+    Value columns = vector::CreateMaskOp::create(
+        b, loc, VectorType::get({lanes}, b.getI1Type()),
+        ValueRange{arith::SubIOp::create(b, loc, nValue, n0)});
+    forLoop(b, loc, words, [&](OpBuilder &b, Location loc, Value j) {
+      auto row = [&](Value kk) {
+        return loadVector(b, loc, rowType, source, indices(b, loc, kk, n0),
+                          columns);
+      };
+      Value even = arith::MulIOp::create(b, loc, j, index(2));
+      Value odd = arith::AddIOp::create(b, loc, even, index(1));
+      Value hasOdd =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, odd, kValue);
+      Value oddRow = arith::SelectOp::create(
+          b, loc, hasOdd,
+          row(arith::SelectOp::create(b, loc, hasOdd, odd, even)), zeros);
+      Value values =
+          vector::ShuffleOp::create(b, loc, row(even), oddRow, interleave);
+      vector::StoreOp::create(b, loc, roundToPairs(b, loc, values), packed,
+                              ValueRange{p, j, index(0)});
+    });
+  });
+  return packed;
 }
 
 SmallVector<Value, 2> BF16PairProducts::prepareB(OpBuilder &b, Location loc,

@@ -45,6 +45,18 @@ struct BF16PairProducts {
       Value source,
       function_ref<SmallVector<Value>(OpBuilder &, Location, Value)> prefix)
       const;
+  /// B [K, N] (static) rounded to `panels` pair panels [panels,
+  /// ceil(K/2), lanes] of i32, a new memref.alloca: word (p, j, i) holds
+  /// bf16(B[2j, p lanes + i]) low and bf16(B[2j + 1, p lanes + i]) high, 0
+  /// past K and N. `indices(k, n)` are the indices of B[k, n] in `source`,
+  /// whose elements are contiguous along n, or along k with `transposed`
+  /// (then the words of `lanes` columns, a lanes x lanes tile, are
+  /// transposed in registers).
+  Value packPanels(
+      OpBuilder &b, Location loc, Value source, int64_t panels, int64_t k,
+      int64_t n, bool transposed,
+      function_ref<SmallVector<Value>(OpBuilder &, Location, Value, Value)>
+          indices) const;
   /// The operands one vector of pairs (vector<lanes x i32>) of B gives:
   /// the bf16 vector for the dot, else its even and odd k as f32 vectors.
   SmallVector<Value, 2> prepareB(OpBuilder &b, Location loc, Value pairs) const;

@@ -589,112 +589,18 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
   };
 
   // B [K, N] of one call rounded to pair panels [P, ceil(K/2), lanes] of
-  // i32 on the stack: word (p, j, i) holds bf16(B[2j, p L + i]) low and
-  // bf16(B[2j + 1, p L + i]) high, 0 past K and N. Two rows of B are read
-  // contiguously, interleaved and rounded by vectors (BF16Pairs.h).
+  // i32 on the stack (BF16PairProducts::packPanels).
   auto packBPairs = [&](OpBuilder &b, Location loc,
                         const DenseMap<unsigned, Value> &ivs) {
-    auto index = [&](int64_t v) {
-      return Value(arith::ConstantIndexOp::create(b, loc, v));
-    };
-    int64_t lanes = shape.lanes, staticK = staticSizes[kDim];
-    int64_t words = (staticK + 1) / 2;
-    Value packed = memref::AllocaOp::create(
-        b, loc, MemRefType::get({bLanePanels, words, lanes}, b.getI32Type()),
-        b.getI64IntegerAttr(64));
-    Value n = index(*staticN), k = index(staticK);
-    auto rowType = VectorType::get({lanes}, b.getF32Type());
-    Value zeros = arith::ConstantOp::create(b, loc, rowType,
-                                            b.getZeroAttr(rowType));
-    SmallVector<int64_t> interleave;
-    for (int64_t i = 0; i < lanes; ++i)
-      interleave.append({i, lanes + i});
-    BF16PairProducts products{shape.bf16Dot, lanes};
-    auto forLoop = [&](OpBuilder &b, Location loc, int64_t ub,
-                       function_ref<void(OpBuilder &, Location, Value)> body) {
-      scf::ForOp::create(b, loc, index(0), index(ub), index(1), ValueRange{},
-                         [&](OpBuilder &b, Location loc, Value iv, ValueRange) {
-                           body(b, loc, iv);
-                           scf::YieldOp::create(b, loc);
-                         });
-    };
-    if (bTransposed) {
-      // B's columns are contiguous along k: 2 L values of one column round
-      // to L words (consecutive k pairs); the words of L columns, an L x L
-      // tile transposed, are L rows of the panel. k past K reads 0, and
-      // columns past N are 0.
-      auto valuesType = VectorType::get({2 * lanes}, b.getF32Type());
-      auto wordsType = VectorType::get({lanes}, b.getI32Type());
-      auto tileType = VectorType::get({lanes, lanes}, b.getI32Type());
-      Value zeroWords = arith::ConstantOp::create(b, loc, wordsType,
-                                                  b.getZeroAttr(wordsType));
-      Value zeroTile =
-          arith::ConstantOp::create(b, loc, tileType, b.getZeroAttr(tileType));
-      forLoop(b, loc, bLanePanels, [&](OpBuilder &b, Location loc, Value p) {
-        Value n0 = arith::MulIOp::create(b, loc, p, index(lanes));
-        for (int64_t w0 = 0; w0 < words; w0 += lanes) {
-          int64_t k0 = 2 * w0;
-          Value kMask;
-          if (staticK - k0 < 2 * lanes)
-            kMask = vector::CreateMaskOp::create(
-                b, loc, VectorType::get({2 * lanes}, b.getI1Type()),
-                ValueRange{index(staticK - k0)});
-          Value tile = zeroTile;
-          for (int64_t i = 0; i < lanes; ++i) {
-            Value column = arith::AddIOp::create(b, loc, n0, index(i));
-            Value inside = arith::CmpIOp::create(
-                b, loc, arith::CmpIPredicate::ult, column, n);
-            DenseMap<unsigned, Value> at = ivs;
-            at[kDim] = index(k0);
-            at[nDim] =
-                arith::SelectOp::create(b, loc, inside, column, index(0));
-            Value values = loadVector(b, loc, valuesType, bMem,
-                                      operandIndices(bMap, at), kMask);
-            Value pairs = arith::SelectOp::create(
-                b, loc, inside, products.roundToPairs(b, loc, values),
-                zeroWords);
-            tile = vector::InsertOp::create(b, loc, pairs, tile,
-                                            ArrayRef<int64_t>{i});
-          }
-          Value rows = vector::TransposeOp::create(b, loc, tile,
-                                                   ArrayRef<int64_t>{1, 0});
-          for (int64_t w = w0; w < std::min(w0 + lanes, words); ++w)
-            vector::StoreOp::create(
-                b, loc,
-                vector::ExtractOp::create(b, loc, rows,
-                                          ArrayRef<int64_t>{w - w0}),
-                packed, ValueRange{p, index(w), index(0)});
-        }
-      });
-      return packed;
-    }
-    forLoop(b, loc, bLanePanels, [&](OpBuilder &b, Location loc, Value p) {
-      Value n0 = arith::MulIOp::create(b, loc, p, index(lanes));
-      Value columns = vector::CreateMaskOp::create(
-          b, loc, VectorType::get({lanes}, b.getI1Type()),
-          ValueRange{arith::SubIOp::create(b, loc, n, n0)});
-      forLoop(b, loc, words, [&](OpBuilder &b, Location loc, Value j) {
-        auto row = [&](Value kk) {
+    BF16PairProducts products{shape.bf16Dot, shape.lanes};
+    return products.packPanels(
+        b, loc, bMem, bLanePanels, staticSizes[kDim], *staticN, bTransposed,
+        [&](OpBuilder &b, Location loc, Value k, Value n) {
           DenseMap<unsigned, Value> at = ivs;
-          at[kDim] = kk;
-          at[nDim] = n0;
-          return loadVector(b, loc, rowType, bMem, operandIndices(bMap, at),
-                            columns);
-        };
-        Value even = arith::MulIOp::create(b, loc, j, index(2));
-        Value odd = arith::AddIOp::create(b, loc, even, index(1));
-        Value hasOdd = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
-                                             odd, k);
-        Value oddRow = arith::SelectOp::create(
-            b, loc, hasOdd,
-            row(arith::SelectOp::create(b, loc, hasOdd, odd, even)), zeros);
-        Value values = vector::ShuffleOp::create(b, loc, row(even), oddRow,
-                                                 interleave);
-        vector::StoreOp::create(b, loc, products.roundToPairs(b, loc, values),
-                                packed, ValueRange{p, j, index(0)});
-      });
-    });
-    return packed;
+          at[kDim] = k;
+          at[nDim] = n;
+          return operandIndices(bMap, at);
+        });
   };
 
   std::function<void(OpBuilder &, Location, unsigned,

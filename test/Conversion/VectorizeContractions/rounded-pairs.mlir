@@ -59,21 +59,23 @@ func.func @scores_bf16(%q: memref<2x50x8x64xf32>, %kt: memref<2x8x64x50xf32>,
 // -----
 
 // The same product reading k itself (B contiguous along k, c = 40: 20
-// words): per panel of 16 keys, each key's 32 values of c (masked past 40
-// for the second tile) round to 16 words, and the 16 x 16 tile of words,
-// transposed by shuffles, gives 16 rows of the panel (the first tile all
-// 16, the second the 4 left). Keys past 50 are 0 (a select).
+// words): the panels are zeroed (keys past 50), then each key's 32 values
+// of c round to 16 words, scattered 16 words apart into its lane of its
+// panel; the second 32 values are masked past 40 and scatter their 4
+// words. No register transpose.
 // DOT-LABEL: func.func @scores_bf16_from_k
 // DOT-NOT: linalg.generic
 // DOT: memref.alloca() {alignment = 64 : i64} : memref<4x20x16xi32>
+// DOT: memref.collapse_shape %{{.*}} {{\[\[}}0, 1, 2]] : memref<4x20x16xi32> into memref<1280xi32>
+// DOT: vector.store %{{.*}} : memref<1280xi32>, vector<16xi32>
 // DOT: vector.load %{{.*}} : memref<2x50x8x40xf32>, vector<32xf32>
 // DOT: arith.truncf %{{.*}} : vector<32xf32> to vector<32xbf16>
-// DOT: vector.shuffle
-// DOT-COUNT-16: vector.store %{{.*}} : memref<4x20x16xi32>, vector<16xi32>
+// DOT: vector.scatter %{{.*}} : memref<1280xi32>, vector<16xi32>, vector<16xi1>, vector<16xi32>
 // DOT: vector.create_mask %c8{{.*}} : vector<32xi1>
+// DOT: vector.create_mask %c4{{.*}} : vector<16xi1>
 // DOT: vector.maskedload %{{.*}} : memref<2x50x8x40xf32>, vector<32xi1>, vector<32xf32> into vector<32xf32>
-// DOT-COUNT-4: vector.store %{{.*}} : memref<4x20x16xi32>, vector<16xi32>
-// DOT-NOT: vector.store %{{.*}} : memref<4x20x16xi32>
+// DOT: vector.scatter %{{.*}} : memref<1280xi32>, vector<16xi32>, vector<16xi1>, vector<16xi32>
+// DOT-NOT: vector.scatter
 // DOT: x86vector.avx512.dot
 // DOT-NOT: vector.transpose
 // DOT-NOT: linalg.generic
