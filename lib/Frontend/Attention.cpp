@@ -4,22 +4,19 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Attention keeps heads as a tensor dim instead of transposing q and v:
-// q kᵀ and the product with v are contractions over [N, T, heads, dh] views
-// of the qkv projection. In f32 k alone is copied to kᵀ [N, heads, dh, T]
-// (T·D floats per image), so that both products have their B operand
-// contiguous along the output columns and run on the GEMM microkernel,
-// batched over images x heads (vmoe-vectorize-contractions). With
-// --precision=bf16 both products multiply operands rounded to bf16
-// (buildBF16RoundedContractionBody; --bf16-attention=false keeps them f32)
-// and, on the CPU, q kᵀ reads k itself: its pairs are packed from k's rows
-// per call.
+// The qkv projection, split into q, k and v as [N, T, heads, dh] views,
+// attention, the output projection. With --precision=bf16 on the CPU the
+// attention is vmoe.attention (one fused loop over images x heads, both
+// products on bf16 pairs); otherwise linalg.generic contractions over the
+// views and a softmax (vmoe/Utils/AttentionBuilder.h), batched over images
+// x heads on the GEMM microkernel (vmoe-vectorize-contractions).
 //
 //===----------------------------------------------------------------------===//
 
 #include "ForwardBuilder.h"
 
 #include "vmoe/Codegen/BF16PairContraction.h"
+#include "vmoe/Utils/AttentionBuilder.h"
 #include "vmoe/Utils/TensorBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -67,74 +64,25 @@ Value ForwardBuilder::attention(Value x, const std::string &prefix,
     k = extractIndexOfDim(b, loc, split, 2, 0);
     v = extractIndexOfDim(b, loc, split, 2, 1);
   }
-  MLIRContext *ctx = b.getContext();
   // With --precision=bf16 (and --bf16-attention) both products multiply
   // operands rounded to bf16 (exact products, f32 sums: the pair
-  // microkernel); softmax stays f32.
-  auto productBody = options.precision == "bf16" && options.bf16Attention
-                         ? buildBF16RoundedContractionBody
-                         : buildMultiplyAccumulateBody;
-  // The B operand of q kᵀ. With bf16 products on the CPU it is k itself
-  // (map (n, h, i, j, c) -> k[n, j, h, c]): vmoe-vectorize-contractions
-  // packs kᵀ's bf16 pairs straight from k's rows, which are contiguous
-  // along c. Otherwise kT[n, h, c, j] = k[n, j, h, c] is copied first, over
-  // loops (n, j, h, c): the reads of k are contiguous and the writes
-  // strided (vmoe-vectorize-transposes). (With j innermost the CPU code
-  // gathered k with a stride of 3 D floats: 45 cycles per element on Zen
-  // 4, 2% of V-MoE-S/32 bf16.)
-  bool packFromK =
-      productBody == buildBF16RoundedContractionBody && options.target == "cpu";
-  Value kOperand = k;
-  AffineMap kMap = projectionMap(ctx, 5, {0, 3, 1, 4});
-  if (!packFromK) {
-    Value kTInit = emptyTensor(b, loc,
-                               {b.getIndexAttr(n), b.getIndexAttr(heads),
-                                b.getIndexAttr(dh), b.getIndexAttr(t)},
-                               f32);
-    kOperand =
-        linalg::GenericOp::create(
-            b, loc, kTInit.getType(), ValueRange{k}, ValueRange{kTInit},
-            {b.getMultiDimIdentityMap(4), projectionMap(ctx, 4, {0, 2, 3, 1})},
-            SmallVector<IteratorType>(4, IteratorType::parallel),
-            [](OpBuilder &b, Location loc, ValueRange args) {
-              linalg::YieldOp::create(b, loc, args[0]);
-            })
-            .getResult(0);
-    kMap = projectionMap(ctx, 5, {0, 1, 4, 3});
+  // microkernel); softmax stays f32. On the CPU that form is
+  // vmoe.attention, which convert-vmoe-to-scf lowers to one fused loop
+  // over images x heads; elsewhere (f32 products, the GPU) the
+  // contractions and the softmax are linalg.generic ops, with k copied to
+  // kT first (AttentionBuilder.h).
+  bool bf16Products = options.precision == "bf16" && options.bf16Attention;
+  Value context;
+  if (bf16Products && options.target == "cpu") {
+    context = AttentionOp::create(b, loc, q.getType(), q, k, v,
+                                  /*bf16_products=*/b.getUnitAttr());
+  } else {
+    context =
+        buildAttentionGenerics(b, loc, q, k, v,
+                               bf16Products ? buildBF16RoundedContractionBody
+                                            : buildMultiplyAccumulateBody,
+                               /*copyKTransposed=*/true);
   }
-  // scores[n, h, i, j] = sum_c q[n, i, h, c] kT[n, h, c, j] / sqrt(dh).
-  Value scoresInit = filledTensor(b, loc,
-                                  {b.getIndexAttr(n), b.getIndexAttr(heads),
-                                   b.getIndexAttr(tq), b.getIndexAttr(t)},
-                                  floatConst(b, loc, f32, 0));
-  Value scores =
-      linalg::GenericOp::create(b, loc, scoresInit.getType(),
-                                ValueRange{q, kOperand}, ValueRange{scoresInit},
-                                {projectionMap(ctx, 5, {0, 2, 1, 4}), kMap,
-                                 projectionMap(ctx, 5, {0, 1, 2, 3})},
-                                {IteratorType::parallel, IteratorType::parallel,
-                                 IteratorType::parallel, IteratorType::parallel,
-                                 IteratorType::reduction},
-                                productBody)
-          .getResult(0);
-  Value probs = attentionWeights(scores, dh);
-  // context[n, i, h, c] = sum_j probs[n, h, i, j] v[n, j, h, c]; loops
-  // (n, h, i, j, c) keep the contiguous c innermost.
-  Value contextInit = filledTensor(b, loc,
-                                   {b.getIndexAttr(n), b.getIndexAttr(tq),
-                                    b.getIndexAttr(heads), b.getIndexAttr(dh)},
-                                   floatConst(b, loc, f32, 0));
-  Value context = linalg::GenericOp::create(
-                      b, loc, contextInit.getType(), ValueRange{probs, v},
-                      ValueRange{contextInit},
-                      {projectionMap(ctx, 5, {0, 1, 2, 3}),
-                       projectionMap(ctx, 5, {0, 3, 1, 4}),
-                       projectionMap(ctx, 5, {0, 2, 1, 4})},
-                      {IteratorType::parallel, IteratorType::parallel,
-                       IteratorType::parallel, IteratorType::reduction,
-                       IteratorType::parallel},
-                      productBody)
-                      .getResult(0);
   Value merged = tensor::CollapseShapeOp::create(
       b, loc, context, ArrayRef<ReassociationIndices>{{0, 1}, {2, 3}});
   return linear(merged, prefix + ".out");

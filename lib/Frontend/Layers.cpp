@@ -12,6 +12,7 @@
 
 #include "ForwardBuilder.h"
 
+#include "vmoe/Utils/AttentionBuilder.h"
 #include "vmoe/Utils/TensorBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -223,11 +224,7 @@ Value ForwardBuilder::norm(Value x, const std::string &prefix) {
 
 /// softmax(scores / sqrt(dh)) over the last dim (the keys).
 Value ForwardBuilder::attentionWeights(Value scores, int64_t dh) {
-  Value root = floatConst(b, loc, f32, std::sqrt(static_cast<double>(dh)));
-  scores = mapScalars(scores, [&](OpBuilder &b, Location loc, Value s) {
-    return Value(arith::DivFOp::create(b, loc, s, root));
-  });
-  return buildSoftmaxLastDim(b, loc, scores, /*reassociate=*/true);
+  return buildAttentionWeights(b, loc, scores, dh);
 }
 
 /// fn(v) for every element of `input`.

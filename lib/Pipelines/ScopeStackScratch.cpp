@@ -13,7 +13,8 @@
 // scf.forall bodies become plain blocks), and the deallocation pipeline
 // rejects llvm.intr.stacksave, so the lowering cannot scope it itself: here
 // each marked alloca gets an llvm.intr.stacksave just before it and an
-// llvm.intr.stackrestore before the terminator of its block. The scratch
+// llvm.intr.stackrestore before the terminator of its block (one pair per
+// block: the first scratch's save frees the later ones too). The scratch
 // then lives on the stack of the thread running the iteration (OpenMP
 // threads each their own) and its bytes are reused by the next iteration.
 //
@@ -55,6 +56,9 @@ struct ScopeStackScratchPass
     });
     OpBuilder b(&getContext());
     auto pointer = LLVM::LLVMPointerType::get(&getContext());
+    // One save before the first scratch of a block (walk order is block
+    // order) frees every later one of the block too.
+    llvm::SmallPtrSet<Block *, 8> scoped;
     for (memref::AllocaOp alloca : scratches) {
       Block *block = alloca->getBlock();
       if (!block->mightHaveTerminator()) {
@@ -62,6 +66,8 @@ struct ScopeStackScratchPass
         return signalPassFailure();
       }
       alloca->removeAttr(vmoe::kStackScratchAttrName);
+      if (!scoped.insert(block).second)
+        continue;
       Location loc = alloca.getLoc();
       b.setInsertionPoint(alloca);
       Value stack = LLVM::StackSaveOp::create(b, loc, pointer);

@@ -32,6 +32,17 @@ def ConvertVMoEToSCFPass
     and otherwise with a 16-bit shift and f32 `vector.fma`, which runs on
     any host.
 
+    `vmoe.attention` with `bf16_products` becomes one `scf.forall` over
+    images x heads whose body keeps an item on the stack (memref.alloca
+    marked `vmoe.stack_scratch`, at most 512 KB; longer sequences use the
+    linalg form): k's rows rounded to bf16 pairs, qᵀ's pair panels (one
+    `vector.scatter` per 16 words of a query), the pair GEMM k·qᵀ (the
+    scores transposed, the scale in its epilogue), the softmax of each
+    query down the keys (lanes are queries: no horizontal reductions),
+    the probabilities rounded to pairs, v's pair panels and the pair GEMM
+    p·v; without `bf16_products` it becomes linalg contractions (k copied
+    to kᵀ first) and a softmax.
+
     The GEMMs of the expert, expert choice and Soft MoE lowerings pack B
     (weights without `weight_panels`, Soft MoE's dispatch and combine
     weights) block by block into a `memref.alloca` of at most 512 KB

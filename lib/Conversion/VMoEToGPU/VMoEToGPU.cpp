@@ -15,6 +15,8 @@
 // operands through bufferization.to_buffer; the scratch buffers are
 // memref.alloc ops (device memory after vmoe-gpu-device-buffers).
 // vmoe.assign_slots: a warp scan per expert (AssignSlotsToGPU.cpp).
+// vmoe.attention: the linalg contractions and softmax that the GPU
+// pipeline maps like any other (its fused loop is the CPU's).
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,9 +24,11 @@
 
 #include "Patterns.h"
 
+#include "vmoe/Codegen/BF16PairContraction.h"
 #include "vmoe/Codegen/GPUGemm.h"
 #include "vmoe/Dialect/VMoE/IR/VMoE.h"
 #include "vmoe/Support/PassOptionChecks.h"
+#include "vmoe/Utils/AttentionBuilder.h"
 #include "vmoe/Utils/TensorBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -56,6 +60,25 @@ static Value loadIndex(OpBuilder &b, Location loc, Value memref,
 }
 
 namespace {
+
+/// vmoe.attention -> linalg.generic contractions (k copied to kᵀ first) and
+/// the softmax, as the front end builds them for the GPU target.
+struct AttentionToLinalg : OpConversionPattern<AttentionOp> {
+  using OpConversionPattern::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(AttentionOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    ContractionBodyFn body = op.getBf16Products()
+                                 ? buildBF16RoundedContractionBody
+                                 : buildMultiplyAccumulateBody;
+    rewriter.replaceOp(op, buildAttentionGenerics(
+                               rewriter, op.getLoc(), adaptor.getQ(),
+                               adaptor.getK(), adaptor.getV(), body,
+                               /*copyKTransposed=*/true));
+    return success();
+  }
+};
 
 struct FusedExpertsToGPU : OpConversionPattern<FusedExpertsOp> {
   FusedExpertsToGPU(MLIRContext *ctx, GPUMma mma)
@@ -228,10 +251,11 @@ struct ConvertVMoEToGPUPass
     if (cpuOnly.wasInterrupted())
       return signalPassFailure();
     ConversionTarget target(*ctx);
-    target.addIllegalOp<FusedExpertsOp>();
+    target.addIllegalOp<FusedExpertsOp, AttentionOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
     patterns.add<FusedExpertsToGPU>(ctx, *kind);
+    patterns.add<AttentionToLinalg>(ctx);
     populateAssignSlotsToGPUPatterns(target, patterns);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))

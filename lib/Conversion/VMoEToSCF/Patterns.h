@@ -47,6 +47,11 @@ void populateRouterLossesLoweringPatterns(RewritePatternSet &patterns);
 void populateSoftMoELoweringPatterns(RewritePatternSet &patterns,
                                      const MicrokernelShape &shape);
 
+/// attention (with bf16 products: one fused loop over images x heads on
+/// the pair microkernel of `shape`).
+void populateAttentionLoweringPatterns(RewritePatternSet &patterns,
+                                       const MicrokernelShape &shape);
+
 /// unpack_panels (a copy from the GEMM panel layout).
 void populateUnpackPanelsLoweringPatterns(RewritePatternSet &patterns);
 

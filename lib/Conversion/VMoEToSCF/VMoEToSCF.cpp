@@ -42,6 +42,7 @@ void mlir::vmoe::populateVMoEToSCFConversionPatterns(
   lowering::populateExpertChoiceLoweringPatterns(patterns, shape);
   lowering::populateSoftMoELoweringPatterns(patterns, shape);
   lowering::populateUnpackPanelsLoweringPatterns(patterns);
+  lowering::populateAttentionLoweringPatterns(patterns, shape);
   lowering::populateRouterLossesLoweringPatterns(patterns);
 }
 

@@ -41,3 +41,22 @@ func.func @negative_route(%x: tensor<1x8x16xf32>, %r: tensor<16x4xf32>) -> tenso
       : tensor<1x8x16xf32>, tensor<16x4xf32> -> tensor<1x8x4xf32>, tensor<1x8x2xi32>, tensor<1x8x2xf32>
   return %ids : tensor<1x8x2xi32>
 }
+
+// -----
+
+// attention (hand-written; the front end emits it for the CPU only): the
+// linalg contractions and softmax of the GPU target's front end, k copied
+// to kᵀ first, the products' operands rounded to bf16; no CPU loop.
+// CHECK-LABEL: func.func @attention_bf16
+// CHECK-NOT: scf.forall
+// CHECK-NOT: vmoe.attention
+// CHECK: linalg.generic
+// CHECK: outs(%{{.*}} : tensor<2x3x40x50xf32>)
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK-NOT: vector.scatter
+// CHECK: return
+func.func @attention_bf16(%q: tensor<2x50x3x40xf32>, %k: tensor<2x50x3x40xf32>, %v: tensor<2x50x3x40xf32>) -> tensor<2x50x3x40xf32> {
+  %c = vmoe.attention %q, %k, %v {bf16_products}
+      : tensor<2x50x3x40xf32>, tensor<2x50x3x40xf32>, tensor<2x50x3x40xf32>
+  return %c : tensor<2x50x3x40xf32>
+}

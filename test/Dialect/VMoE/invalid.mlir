@@ -812,3 +812,57 @@ func.func @negative_fused_route_valid_not_index(%x: tensor<1x8x4xf32>, %r: tenso
       -> (tensor<1x8x1xi32>, tensor<1x8x1xf32>, tensor<1x8x1xi32>, tensor<2x1x3xi32>, tensor<2x1xi32>)
   return %f : tensor<2x1xi32>
 }
+
+// -----
+
+/// attention-C1: q, k and v are [N, T, heads, dh].
+func.func @negative_attention_rank(%q: tensor<50x8x64xf32>, %k: tensor<2x50x8x64xf32>, %v: tensor<2x50x8x64xf32>) {
+  // expected-error @+1 {{'q' must have rank 4 (N x T x H x dh), got rank 3}}
+  %c = "vmoe.attention"(%q, %k, %v) : (tensor<50x8x64xf32>, tensor<2x50x8x64xf32>, tensor<2x50x8x64xf32>) -> tensor<50x8x64xf32>
+  return
+}
+
+// -----
+
+/// attention-C1: f32 only.
+func.func @negative_attention_f16(%q: tensor<2x50x8x64xf16>, %k: tensor<2x50x8x64xf16>, %v: tensor<2x50x8x64xf16>) {
+  // expected-error @+1 {{'q' must be f32, got 'f16'}}
+  %c = vmoe.attention %q, %k, %v : tensor<2x50x8x64xf16>, tensor<2x50x8x64xf16>, tensor<2x50x8x64xf16>
+  return
+}
+
+// -----
+
+/// attention-C1: static shapes.
+func.func @negative_attention_dynamic(%q: tensor<?x50x8x64xf32>, %k: tensor<2x50x8x64xf32>, %v: tensor<2x50x8x64xf32>) {
+  // expected-error @+1 {{'q' must have a static shape, got ?x50x8x64}}
+  %c = vmoe.attention %q, %k, %v : tensor<?x50x8x64xf32>, tensor<2x50x8x64xf32>, tensor<2x50x8x64xf32>
+  return
+}
+
+// -----
+
+/// attention-C2: k and v of one shape.
+func.func @negative_attention_v_shape(%q: tensor<2x50x8x64xf32>, %k: tensor<2x50x8x64xf32>, %v: tensor<2x49x8x64xf32>) {
+  // expected-error @+1 {{'v' must have the shape of 'k' 2x50x8x64, got 2x49x8x64}}
+  %c = vmoe.attention %q, %k, %v : tensor<2x50x8x64xf32>, tensor<2x50x8x64xf32>, tensor<2x49x8x64xf32>
+  return
+}
+
+// -----
+
+/// attention-C3: q has k's N, H and dh (its T may differ: class queries).
+func.func @negative_attention_q_heads(%q: tensor<2x1x4x64xf32>, %k: tensor<2x50x8x64xf32>, %v: tensor<2x50x8x64xf32>) {
+  // expected-error @+1 {{'q' must have the N, H and dh of 'k' 2x50x8x64, got 2x1x4x64}}
+  %c = vmoe.attention %q, %k, %v : tensor<2x1x4x64xf32>, tensor<2x50x8x64xf32>, tensor<2x50x8x64xf32>
+  return
+}
+
+// -----
+
+/// The result has q's type.
+func.func @negative_attention_result(%q: tensor<2x50x8x64xf32>, %k: tensor<2x50x8x64xf32>, %v: tensor<2x50x8x64xf32>) {
+  // expected-error @+1 {{all of {q, result} have same type}}
+  %c = "vmoe.attention"(%q, %k, %v) : (tensor<2x50x8x64xf32>, tensor<2x50x8x64xf32>, tensor<2x50x8x64xf32>) -> tensor<2x1x8x64xf32>
+  return
+}

@@ -314,3 +314,25 @@ func.func @fused_route_vanilla_topk_softmax(%x: tensor<2x8x16xf32>, %r: tensor<1
       -> tensor<2x8x1xi32>, tensor<2x8x1xf32>, tensor<2x8x1xi32>, tensor<4x2x2xi32>, tensor<4x2xi32>
   return %ids : tensor<2x8x1xi32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @attention_bf16
+// CHECK: vmoe.attention %{{.*}}, %{{.*}}, %{{.*}} {bf16_products}
+// CHECK-SAME: : tensor<8x50x8x64xf32>, tensor<8x50x8x64xf32>, tensor<8x50x8x64xf32>
+func.func @attention_bf16(%q: tensor<8x50x8x64xf32>, %k: tensor<8x50x8x64xf32>, %v: tensor<8x50x8x64xf32>) -> tensor<8x50x8x64xf32> {
+  %c = vmoe.attention %q, %k, %v {bf16_products}
+      : tensor<8x50x8x64xf32>, tensor<8x50x8x64xf32>, tensor<8x50x8x64xf32>
+  return %c : tensor<8x50x8x64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @attention_class_queries_f32
+// CHECK: vmoe.attention %{{.*}}, %{{.*}}, %{{.*}} :
+// CHECK-SAME: tensor<2x1x3x40xf32>, tensor<2x17x3x40xf32>, tensor<2x17x3x40xf32>
+func.func @attention_class_queries_f32(%q: tensor<2x1x3x40xf32>, %k: tensor<2x17x3x40xf32>, %v: tensor<2x17x3x40xf32>) -> tensor<2x1x3x40xf32> {
+  %c = vmoe.attention %q, %k, %v
+      : tensor<2x1x3x40xf32>, tensor<2x17x3x40xf32>, tensor<2x17x3x40xf32>
+  return %c : tensor<2x1x3x40xf32>
+}

@@ -767,6 +767,40 @@ LogicalResult ExpertSwiGLUOp::verify() {
 // UnpackPanelsOp
 //===----------------------------------------------------------------------===//
 
+LogicalResult AttentionOp::verify() {
+  auto qType = getQ().getType(), kType = getK().getType(),
+       vType = getV().getType();
+  // attention-C1.
+  for (auto [name, type] : {std::pair<StringRef, RankedTensorType>{"q", qType},
+                            {"k", kType},
+                            {"v", vType}}) {
+    if (type.getRank() != 4)
+      return emitOpError() << "'" << name
+                           << "' must have rank 4 (N x T x H x dh), got rank "
+                           << type.getRank();
+    if (!type.getElementType().isF32())
+      return emitOpError() << "'" << name << "' must be f32, got "
+                           << type.getElementType();
+    if (!type.hasStaticShape())
+      return emitOpError() << "'" << name << "' must have a static shape, got "
+                           << formatShape(type.getShape());
+  }
+  // attention-C2.
+  for (auto [actual, want] :
+       llvm::zip_equal(vType.getShape(), kType.getShape()))
+    if (!dimsCompatible(actual, want))
+      return emitOpError() << "'v' must have the shape of 'k' "
+                           << formatShape(kType.getShape()) << ", got "
+                           << formatShape(vType.getShape());
+  // attention-C3.
+  for (unsigned d : {0u, 2u, 3u})
+    if (!dimsCompatible(qType.getDimSize(d), kType.getDimSize(d)))
+      return emitOpError() << "'q' must have the N, H and dh of 'k' "
+                           << formatShape(kType.getShape()) << ", got "
+                           << formatShape(qType.getShape());
+  return success();
+}
+
 LogicalResult UnpackPanelsOp::verify() {
   auto panelsType = getPanels().getType();
   auto resultType = getResult().getType();

@@ -928,6 +928,54 @@ def VMoE_UnpackPanelsOp : VMoE_Op<"unpack_panels", [Pure,
 }
 
 //===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+def VMoE_AttentionOp : VMoE_Op<"attention", [Pure,
+    AllTypesMatch<["q", "result"]>, AllElementTypesMatch<["q", "k", "v"]>]> {
+  let summary = "Multi-head scaled dot-product attention, heads as a dim";
+  let description = [{
+    The self-attention of a ViT block between its qkv and output
+    projections, on q `N x Tq x H x dh` and k, v `N x T x H x dh` (N images,
+    T tokens, H heads of dh channels; Tq = T, or 1 for the class tokens'
+    queries of a `token` head's last block):
+
+    ```
+    s[n, h, i, j] = (sum_c q[n, i, h, c] k[n, j, h, c]) / sqrt(dh)
+    p[n, h, i, :] = softmax(s[n, h, i, :])
+    result[n, i, h, c] = sum_j p[n, h, i, j] v[n, j, h, c]
+    ```
+
+    With `bf16_products` both products multiply operands rounded to bf16
+    (nearest even) and sum in f32; the scale and the softmax stay f32
+    (`--precision=bf16`). convert-vmoe-to-scf lowers that form to one
+    parallel loop over (n, h) whose body keeps an item on the stack: q's
+    rows and kᵀ rounded to bf16 pairs, the pair GEMM q·kᵀ with the scale in
+    its epilogue, the softmax of each row, rounded straight to the pairs of
+    the second GEMM's A, v's pair panels and p·v stored into the result
+    (no scores or probabilities tensors, one parallel region instead of
+    six). Without `bf16_products` it lowers to linalg.generic
+    contractions, the kᵀ copy and the softmax (vmoe-vectorize-contractions
+    runs the contractions on the GEMM microkernel).
+
+    Rules: attention-C1 (q, k, v of rank 4, f32, static shapes), attention-C2 (k and v
+    of one shape), attention-C3 (q has k's N, H and dh).
+
+    ```mlir
+    %ctx = vmoe.attention %q, %k, %v {bf16_products}
+        : tensor<8x50x8x64xf32>, tensor<8x50x8x64xf32>, tensor<8x50x8x64xf32>
+    ```
+  }];
+  let arguments = (ins VMoE_FloatTensor:$q, VMoE_FloatTensor:$k,
+                   VMoE_FloatTensor:$v, UnitAttr:$bf16_products);
+  let results = (outs VMoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v attr-dict `:` type($q) `,` type($k) `,` type($v)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Auxiliary losses (SPEC §8)
 //===----------------------------------------------------------------------===//
 
