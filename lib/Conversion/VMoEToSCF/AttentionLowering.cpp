@@ -11,7 +11,7 @@
 //
 //   kPairs  = k[n, :, h, :] rounded to bf16 pairs          [T, ceil(dh/2)]
 //   qPanels = q[n, :, h, :]ᵀ as pair panels                 (one scatter per
-//             16 words of a query)
+//             L words of a query)
 //   sT      = kPairs . qPanels / sqrt(dh)                   [T, Tq] f32
 //   pPairsT = softmax over j of sT[j, i], as pairs of j     [ceil(T/2), Tq]
 //   vPanels = v[n, :, h, :] as pair panels
