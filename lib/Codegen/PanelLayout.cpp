@@ -103,8 +103,11 @@ void mlir::vmoe::prefetchPanelVector(OpBuilder &b, Location loc, Value panels,
 Value mlir::vmoe::loadPairPanelWords(OpBuilder &b, Location loc, int64_t lanes,
                                      Value panels, ValueRange lead, Value pair,
                                      Value n) {
-  Value words = loadPanelVector(b, loc, VectorType::get({lanes}, b.getF32Type()),
+  auto wordsType = VectorType::get({lanes}, b.getI32Type());
+  Type element = cast<MemRefType>(panels.getType()).getElementType();
+  if (element.isInteger(32))
+    return loadPanelVector(b, loc, wordsType, panels, lead, pair, n);
+  Value words = loadPanelVector(b, loc, VectorType::get({lanes}, element),
                                 panels, lead, pair, n);
-  return vector::BitCastOp::create(
-      b, loc, VectorType::get({lanes}, b.getI32Type()), words);
+  return vector::BitCastOp::create(b, loc, wordsType, words);
 }

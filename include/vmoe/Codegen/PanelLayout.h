@@ -62,8 +62,9 @@ void prefetchPanelVector(OpBuilder &b, Location loc, Value panels,
                          ValueRange lead, Value k, Value n);
 
 /// The pair words of k pair `pair` of columns [n, n + lanes) from bf16 pair
-/// panels `panels` [lead..., P, ceil(K/2), L] of f32 words, as
-/// vector<lanes x i32> (loadPanelVector, bitcast).
+/// panels `panels` [lead..., P, ceil(K/2), L] of f32 words (weights packed
+/// at load: bitcast) or i32 words (packed per call), as vector<lanes x i32>
+/// (loadPanelVector).
 Value loadPairPanelWords(OpBuilder &b, Location loc, int64_t lanes,
                          Value panels, ValueRange lead, Value pair, Value n);
 

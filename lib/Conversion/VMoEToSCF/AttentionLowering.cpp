@@ -32,6 +32,7 @@
 #include "vmoe/Codegen/BF16PairContraction.h"
 #include "vmoe/Codegen/BF16Pairs.h"
 #include "vmoe/Codegen/Microkernel.h"
+#include "vmoe/Codegen/PanelLayout.h"
 #include "vmoe/Utils/AttentionBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -339,11 +340,7 @@ private:
     };
     access.loadBPairs = [bPanels, lanes](OpBuilder &b, Location loc, Value pair,
                                          Value n) {
-      Value panel =
-          arith::DivUIOp::create(b, loc, n, indexConst(b, loc, lanes));
-      return Value(vector::LoadOp::create(
-          b, loc, VectorType::get({lanes}, b.getI32Type()), bPanels,
-          ValueRange{panel, pair, indexConst(b, loc, 0)}));
+      return loadPairPanelWords(b, loc, lanes, bPanels, ValueRange{}, pair, n);
     };
     return access;
   }

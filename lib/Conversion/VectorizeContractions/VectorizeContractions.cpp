@@ -548,12 +548,9 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
       access.loadA = nullptr;
       access.loadB = nullptr;
       access.loadBPairs = [&](OpBuilder &b, Location loc, Value pair, Value n) {
-        if (bPacked) {
-          Value panel = arith::DivUIOp::create(b, loc, n, index(shape.lanes));
-          return Value(vector::LoadOp::create(
-              b, loc, VectorType::get({shape.lanes}, b.getI32Type()), bPacked,
-              ValueRange{panel, pair, index(0)}));
-        }
+        if (bPacked)
+          return loadPairPanelWords(b, loc, shape.lanes, bPacked, ValueRange{},
+                                    pair, n);
         SmallVector<Value> lead = operandIndices(bMap, ivs);
         lead.resize(lead.size() - 2); // Leading dims only.
         return loadPairPanelWords(b, loc, shape.lanes, bMem, lead, pair, n);
