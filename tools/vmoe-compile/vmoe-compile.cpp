@@ -133,9 +133,9 @@ cl::opt<bool> parallel("parallel",
                        cl::init(true), cl::cat(category));
 cl::opt<bool> dynamicSchedule(
     "dynamic-schedule",
-    cl::desc("Threads take the iterations of the parallel loops (experts, "
-             "GEMM column blocks) one at a time (default); false: one "
-             "contiguous chunk each"),
+    cl::desc("Threads take the iterations of the parallel loops of unequal "
+             "work (experts, routing groups) one at a time (default); false: "
+             "one contiguous chunk each"),
     cl::init(true), cl::cat(category));
 cl::opt<bool> parallelLinalg(
     "parallel-linalg",

@@ -64,9 +64,9 @@ struct VMoECPUPipelineOptions
   PassOptions::Option<bool> dynamicSchedule{
       *this, "dynamic-schedule",
       llvm::cl::desc("With parallel: threads take the iterations of the "
-                     "reduction-free parallel loops one at a time "
-                     "(vmoe-balance-omp-loops; default), else one contiguous "
-                     "chunk each"),
+                     "reduction-free parallel loops of unequal work one at a "
+                     "time (vmoe-balance-omp-loops; default), else one "
+                     "contiguous chunk each"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> parallelLinalg{
       *this, "parallel-linalg",

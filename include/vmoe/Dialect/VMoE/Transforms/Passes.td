@@ -382,23 +382,32 @@ def VMoEClaimOMPIterationsPass
 }
 
 def VMoEBalanceOMPLoopsPass : Pass<"vmoe-balance-omp-loops"> {
-  let summary = "Schedule reduction-free OpenMP loops dynamically";
+  let summary = "Schedule OpenMP loops of unequal iterations dynamically";
   let description = [{
     `convert-scf-to-openmp` emits every `omp.wsloop` without a schedule, so
-    libomp splits its iterations into one contiguous chunk per thread. The
-    parallel loops of vmoe-lower-to-cpu have few, unequal iterations (the
-    experts of a MoE layer, with different fills; the column blocks of a
-    GEMM, the last one narrow: 240, 240 and 32 columns for N = 512), and a
-    static split of 3 blocks gives one thread 480 columns and the other 32.
-    This pass sets `schedule(dynamic)` (chunks of one iteration) on every
-    `omp.wsloop` that has no schedule, no reduction and at most
-    `max-iterations` iterations (or an unknown count): threads take the next
-    iteration when they finish one. Longer loops (routing over tokens) keep
-    the static split, which costs no atomic operation per iteration. Each such iteration writes its own
-    outputs, so the result does not depend on the schedule. Loops with a
-    reduction keep the static schedule (their partial sums, and so the
-    rounding of the result, would depend on which thread took which
-    iteration), as do loops that already have a schedule.
+    libomp splits its iterations into one contiguous chunk per thread. That
+    split suits loops whose iterations take the same time, and it hands
+    each thread the same share of rows in every such loop, so that a
+    thread reads the rows it wrote itself (from its own caches, not from
+    the other core's); but some parallel loops of vmoe-lower-to-cpu have
+    few, unequal iterations: the experts of a MoE layer, with different
+    fills, or the groups of a routing step. This pass sets
+    `schedule(dynamic)` (chunks of one iteration) on every `omp.wsloop`
+    that has no schedule, no reduction, at most `max-iterations` iterations
+    (or an unknown count) and iterations that may differ: threads take the
+    next iteration when they finish one. A loop keeps the static split when
+    its iterations are uniform (every loop bound and branch condition in
+    its body is computed, without reading memory, from values defined
+    above the loop: attention's images x heads, equal chunks of rows of a
+    norm)
+    or when its trip count comes from `omp_get_max_threads` (the balanced
+    blocks of a GEMM, sized for the threads). Longer loops (routing over
+    tokens) keep the static split too, which costs no atomic operation per
+    iteration. Each iteration writes its own outputs, so the result does
+    not depend on the schedule. Loops with a reduction keep the static
+    schedule (their partial sums, and so the rounding of the result, would
+    depend on which thread took which iteration), as do loops that already
+    have a schedule.
   }];
   let dependentDialects = ["::mlir::omp::OpenMPDialect"];
   let options = [
