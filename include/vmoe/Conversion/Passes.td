@@ -35,10 +35,11 @@ def ConvertVMoEToSCFPass
     `vmoe.attention` with `bf16_products` becomes one `scf.forall` over
     images x heads whose body keeps an item on the stack (memref.alloca
     marked `vmoe.stack_scratch`, at most 512 KB; longer sequences use the
-    linalg form): k's rows rounded to bf16 pairs, qᵀ's pair panels (one
-    `vector.scatter` per 16 words of a query), the pair GEMM k·qᵀ (the
-    scores transposed, the scale in its epilogue), the softmax of each
-    query down the keys (lanes are queries: no horizontal reductions),
+    linalg form): k's rows rounded to bf16 pairs, qᵀ's pair panels (the
+    words of 16 queries transposed in registers, 64 shuffles per 16 x 16
+    tile), the pair GEMM k·qᵀ (the scores transposed, the scale in its
+    epilogue), the softmax of each query down the keys (lanes are queries:
+    no horizontal reductions; the maximum by compare and select),
     the probabilities rounded to pairs, v's pair panels and the pair GEMM
     p·v; without `bf16_products` it becomes linalg contractions (k copied
     to kᵀ first) and a softmax.

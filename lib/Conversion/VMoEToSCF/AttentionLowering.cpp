@@ -10,8 +10,8 @@
 // horizontal reductions, every lane a query):
 //
 //   kPairs  = k[n, :, h, :] rounded to bf16 pairs          [T, ceil(dh/2)]
-//   qPanels = q[n, :, h, :]ᵀ as pair panels                 (one scatter per
-//             L words of a query)
+//   qPanels = q[n, :, h, :]ᵀ as pair panels                 (L x L tiles of
+//             words transposed in registers)
 //   sT      = kPairs . qPanels / sqrt(dh)                   [T, Tq] f32
 //   pPairsT = softmax over j of sT[j, i], as pairs of j     [ceil(T/2), Tq]
 //   vPanels = v[n, :, h, :] as pair panels
@@ -233,7 +233,9 @@ private:
              sizes.scoresTile, scoresAccess, /*scratch=*/Value(),
              /*parallelThreads=*/Value());
 
-    // The softmax of each query (a lane), down the keys: the maximum, the
+    // The softmax of each query (a lane), down the keys: the maximum (one
+    // vmaxps per key; arith.maximumf's NaN and signed-zero handling cost
+    // four more instructions, and neither changes a probability), the
     // exponentials (stored back) and their sum, then the probabilities
     // (times 1 / sum: they are rounded to bf16 next, which hides the last
     // f32 bit) rounded to pairs of consecutive keys.
@@ -253,12 +255,20 @@ private:
             return Value(vector::LoadOp::create(b, loc, vectorType, scores,
                                                 ValueRange{j, c0}));
           };
-          Value max = forLoop(b, loc, zero, t, unit, {minusInf},
-                              [&](OpBuilder &b, Location loc, Value j,
-                                  ValueRange acc) -> SmallVector<Value> {
-                                return {arith::MaximumFOp::create(
-                                    b, loc, acc[0], load(b, loc, j))};
-                              })[0];
+          Value max =
+              forLoop(b, loc, zero, t, unit, {minusInf},
+                      [&](OpBuilder &b, Location loc, Value j,
+                          ValueRange acc) -> SmallVector<Value> {
+                        // x > max ? x : max, one vmaxps (NaN
+                        // scores leave the maximum; their exp
+                        // still makes the sum NaN).
+                        Value x = load(b, loc, j);
+                        return {arith::SelectOp::create(
+                            b, loc,
+                            arith::CmpFOp::create(
+                                b, loc, arith::CmpFPredicate::OGT, x, acc[0]),
+                            x, acc[0])};
+                      })[0];
           Value sum = forLoop(
               b, loc, zero, t, unit, {zeroVector},
               [&](OpBuilder &b, Location loc, Value j,

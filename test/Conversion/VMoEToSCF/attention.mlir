@@ -4,18 +4,23 @@
 // RUN:   | FileCheck %s --check-prefix=SHIFT
 
 // vmoe.attention with bf16_products: one scf.forall over images x heads
-// (2 x 3), its scratch marked for the stack; the pair panels of qᵀ by
-// scatters of 16 words (8 without AVX-512), k's rows rounded to pairs, the
-// pair GEMM q.kᵀ (vdpbf16ps, or shift + fma), the softmax down the keys
-// (math.exp), the probabilities rounded to pairs, v's pair panels, the
-// pair GEMM p.v; no linalg op is left.
+// (2 x 3), its scratch marked for the stack; k's rows rounded to pairs,
+// the pair panels of qᵀ by 16 x 16 register transposes (8 x 8 without
+// AVX-512; no scatter), the pair GEMM q.kᵀ (vdpbf16ps, or shift + fma),
+// the softmax down the keys (the maximum by compare and select, math.exp),
+// the probabilities rounded to pairs, v's pair panels, the pair GEMM p.v;
+// no linalg op is left.
 
 // DOT-LABEL: func.func @bf16_products
 // DOT: bufferization.to_buffer %{{.*}} read_only : tensor<2x50x3x40xf32> to memref<2x50x3x40xf32, strided<[?, ?, ?, 1], offset: ?>>
 // DOT: scf.forall (%{{.*}}) in (%c6)
 // DOT: memref.alloca() {alignment = 64 : i64, vmoe.stack_scratch} : memref<50x20xi32>
-// DOT: vector.scatter {{.*}} : memref<{{[0-9]+}}xi32>, vector<16xi32>, vector<16xi1>, vector<16xi32>
+// DOT: vector.shuffle %{{.*}}, %{{.*}} [1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31] : vector<16xi32>, vector<16xi32>
+// DOT-NOT: vector.scatter
 // DOT: x86vector.avx512.dot
+// DOT-NOT: arith.maximumf
+// DOT: %[[GT:.*]] = arith.cmpf ogt, %[[X:.*]], %[[MAX:.*]] : vector<16xf32>
+// DOT: arith.select %[[GT]], %[[X]], %[[MAX]] : vector<16xi1>, vector<16xf32>
 // DOT: math.exp {{.*}} : vector<16xf32>
 // DOT: x86vector.avx512.dot
 // DOT: bufferization.to_tensor
@@ -24,7 +29,8 @@
 
 // SHIFT-LABEL: func.func @bf16_products
 // SHIFT: scf.forall (%{{.*}}) in (%c6)
-// SHIFT: vector.scatter {{.*}} vector<8xi32>
+// SHIFT: vector.shuffle %{{.*}}, %{{.*}} [1, 9, 3, 11, 5, 13, 7, 15] : vector<8xi32>, vector<8xi32>
+// SHIFT-NOT: vector.scatter
 // SHIFT-NOT: x86vector.avx512.dot
 // SHIFT: math.exp {{.*}} : vector<8xf32>
 // SHIFT-NOT: linalg.generic

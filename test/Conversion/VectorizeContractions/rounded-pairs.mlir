@@ -59,22 +59,31 @@ func.func @scores_bf16(%q: memref<2x50x8x64xf32>, %kt: memref<2x8x64x50xf32>,
 // -----
 
 // The same product reading k itself (B contiguous along k, c = 40: 20
-// words): the panels are zeroed (keys past 50), then each key's 32 values
-// of c round to 16 words, scattered 16 words apart into its lane of its
-// panel; the second 32 values are masked past 40 and scatter their 4
-// words. No register transpose.
+// words; 50 keys in 4 panels of 16): per panel, each key's first 32
+// values of c round to 16 words, and the 16 keys' words, a 16 x 16 tile,
+// are transposed by 4 rounds of shuffles into 16 word rows of the panel;
+// the next 32 values are masked past 40 and give the last 4 word rows. The
+// 3 full panels loop; the last, unrolled, loads its 2 keys (48, 49) only.
+// No scatter.
 // DOT-LABEL: func.func @scores_bf16_from_k
 // DOT-NOT: linalg.generic
 // DOT: memref.alloca() {alignment = 64 : i64} : memref<4x20x16xi32>
-// DOT: memref.collapse_shape %{{.*}} {{\[\[}}0, 1, 2]] : memref<4x20x16xi32> into memref<1280xi32>
-// DOT: vector.store %{{.*}} : memref<1280xi32>, vector<16xi32>
+// DOT: scf.for %{{.*}} = %{{.*}} to %c3 step
 // DOT: vector.load %{{.*}} : memref<2x50x8x40xf32>, vector<32xf32>
 // DOT: arith.truncf %{{.*}} : vector<32xf32> to vector<32xbf16>
-// DOT: vector.scatter %{{.*}} : memref<1280xi32>, vector<16xi32>, vector<16xi1>, vector<16xi32>
+// DOT: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23] : vector<16xi32>, vector<16xi32>
+// DOT: vector.shuffle %{{.*}}, %{{.*}} [1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31] : vector<16xi32>, vector<16xi32>
+// DOT-COUNT-16: vector.store %{{.*}} : memref<4x20x16xi32>, vector<16xi32>
 // DOT: vector.create_mask %c8{{.*}} : vector<32xi1>
-// DOT: vector.create_mask %c4{{.*}} : vector<16xi1>
-// DOT: vector.maskedload %{{.*}} : memref<2x50x8x40xf32>, vector<32xi1>, vector<32xf32> into vector<32xf32>
-// DOT: vector.scatter %{{.*}} : memref<1280xi32>, vector<16xi32>, vector<16xi1>, vector<16xi32>
+// DOT-COUNT-16: vector.maskedload %{{.*}} : memref<2x50x8x40xf32>, vector<32xi1>, vector<32xf32> into vector<32xf32>
+// DOT-COUNT-4: vector.store %{{.*}} : memref<4x20x16xi32>, vector<16xi32>
+// DOT: arith.muli %c3{{[_0-9]*}}, %c16
+// DOT-COUNT-2: vector.load %{{.*}} : memref<2x50x8x40xf32>, vector<32xf32>
+// DOT-NOT: memref<2x50x8x40xf32>
+// DOT-COUNT-16: vector.store %{{.*}} : memref<4x20x16xi32>, vector<16xi32>
+// DOT-COUNT-2: vector.maskedload %{{.*}} : memref<2x50x8x40xf32>
+// DOT-NOT: memref<2x50x8x40xf32>
+// DOT-COUNT-4: vector.store %{{.*}} : memref<4x20x16xi32>, vector<16xi32>
 // DOT-NOT: vector.scatter
 // DOT: x86vector.avx512.dot
 // DOT-NOT: vector.transpose

@@ -12,19 +12,19 @@
 // RUN:       -shared-libs=%mlir_runner_utils,%mlir_c_runner_utils | FileCheck %s
 
 // vmoe.attention with bf16_products (the fused kernel of
-// lib/Conversion/VMoEToSCF/AttentionLowering.cpp: k's pairs, qᵀ's
-// scattered pair panels, the transposed scores, the softmax down the keys,
-// the probabilities' pairs, v's panels) against the f32 form (the
-// linalg.generic contractions) on the same values rounded to bf16
+// lib/Conversion/VMoEToSCF/AttentionLowering.cpp: k's pairs, qᵀ's pair
+// panels by register transposes, the transposed scores, the softmax down
+// the keys, the probabilities' pairs, v's panels) against the f32 form
+// (the linalg.generic contractions) on the same values rounded to bf16
 // beforehand: q, k, v are multiples of 1/16 in [-3/16, 7/16], exact in
 // bf16, plus 2^-14, which bf16 rounds away. Only the softmax's f32 bits
 // (exp polynomial, summation order, the reciprocal) and the rounding of
 // the probabilities to bf16 (2^-9 relative) separate the two: the context
 // values (|v| <= 7/16) agree within 1e-2 (measured 4.3e-4), where the
-// queries' words scattered one lane off move them by 0.05. 50 keys (16-lane panels, the last
-// masked), dh = 40 (20 words: a full and a partial scatter; k past 40
-// read as 0), 3 heads, 2 images; all queries, then the class tokens'
-// only (Tq = 1).
+// queries' words placed one lane off move them by 0.05. 50 keys (16-lane
+// panels, the last masked), dh = 40 (20 words: a full 16 x 16 tile and a
+// partial one; k past 40 read as 0), 3 heads, 2 images; all queries, then
+// the class tokens' only (Tq = 1).
 
 // CHECK: attention max error small 1
 // CHECK: attention differs from unrounded 1
