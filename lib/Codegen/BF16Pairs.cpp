@@ -48,15 +48,28 @@ static std::pair<Value, Value> widenPairs(OpBuilder &b, Location loc,
           arith::BitcastOp::create(b, loc, f32Type, odd)};
 }
 
-/// Transposes the L x L matrix whose rows are the 1-D vectors `rows`
-/// (L a power of 2) in log2(L) rounds of two-source shuffles: the round of
-/// size s swaps, within every block of 2 s rows and 2 s columns, the
-/// upper-right and lower-left s x s blocks (rows i and i + s exchange
-/// halves). With L = 16, 64 shuffles; one scatter per row measured about
-/// 40 cycles on Zen 4.
+/// Transposes the L x L matrix whose rows are the 1-D vectors `rows`. L a
+/// power of 2: log2(L) rounds of two-source shuffles; the round of size s
+/// swaps, within every block of 2 s rows and 2 s columns, the upper-right
+/// and lower-left s x s blocks (rows i and i + s exchange halves). With
+/// L = 16, 64 shuffles; one scatter per row measured about 40 cycles on
+/// Zen 4. Other L (vector widths no x86 target has): element by element.
 static void transposeInRegisters(OpBuilder &b, Location loc,
                                  MutableArrayRef<Value> rows) {
   int64_t lanes = rows.size();
+  if (!llvm::isPowerOf2_64(lanes)) {
+    SmallVector<Value> columns;
+    for (int64_t j = 0; j < lanes; ++j) {
+      SmallVector<Value> elements;
+      for (Value row : rows)
+        elements.push_back(
+            vector::ExtractOp::create(b, loc, row, ArrayRef<int64_t>{j}));
+      columns.push_back(
+          vector::FromElementsOp::create(b, loc, rows[0].getType(), elements));
+    }
+    llvm::copy(columns, rows.begin());
+    return;
+  }
   for (int64_t s = lanes / 2; s >= 1; s /= 2) {
     SmallVector<int64_t> upper, lower;
     for (int64_t c = 0; c < lanes; ++c) {

@@ -7,14 +7,19 @@
 // RUN: vmoe-opt %s --vmoe-lower-to-cpu="vector-width=8" \
 // RUN:   | mlir-runner -e main -entry-point-result=void \
 // RUN:       -shared-libs=%mlir_runner_utils,%mlir_c_runner_utils | FileCheck %s
+// RUN: vmoe-opt %s --vmoe-lower-to-cpu="vector-width=12" \
+// RUN:   | mlir-runner -e main -entry-point-result=void \
+// RUN:       -shared-libs=%mlir_runner_utils,%mlir_c_runner_utils | FileCheck %s
 // RUN: vmoe-opt %s --vmoe-lower-to-cpu="vector-width=16 bf16-dot=true" | FileCheck %s --check-prefix=IR
 
 // q kᵀ with --precision=bf16 reading k itself (B contiguous along k, no
 // kᵀ copy: lib/Frontend/Attention.cpp): vmoe-vectorize-contractions
 // rounds each key's 2 L values of c to L pair words and transposes L keys'
 // words (an L x L tile) into the pair panel. Executed with vdpbf16ps (16
-// lanes), shift + fma on 16 and on 8 lanes, against the same product
-// computed the plain way from operands rounded beforehand. 50 keys (the
+// lanes), shift + fma on 16, 8 and 12 lanes (12: not a power of 2, the
+// transpose element by element instead of in rounds of shuffles), against
+// the same product computed the plain way from operands rounded
+// beforehand. 50 keys (the
 // last panel's columns masked), c = 40 (20 words: a full tile of 16 and a
 // partial one; k past 40 read as 0). Every operand is an integer 1..6 plus
 // 2^-9, which bf16 rounds away, so every sum is exact: the two agree
