@@ -199,6 +199,15 @@ struct GemmEmitter {
               access.loadPartial(b, loc, rows[i], columns[v], masks[v]));
       scf::YieldOp::create(b, loc, partial);
     }
+    // What the epilogue will read and write, fetched while the tile
+    // computes (MicrokernelShape::prefetch).
+    if (shape.prefetch && access.prefetchC)
+      scf::IfOp::create(b, loc, isLast, [&](OpBuilder &b, Location loc) {
+        for (int64_t i = 0; i < tileRows; ++i)
+          for (int64_t v = 0; v < shape.vectors; ++v)
+            access.prefetchC(b, loc, rows[i], columns[v]);
+        scf::YieldOp::create(b, loc);
+      });
     // bf16 pair panels: one step per pair of k (blocks start at even k).
     bool pairs = static_cast<bool>(access.loadBPairs);
     Value steps =

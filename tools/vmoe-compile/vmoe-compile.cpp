@@ -145,7 +145,8 @@ cl::opt<bool> parallelLinalg(
 cl::opt<bool> prefetchPanels(
     "prefetch-panels",
     cl::desc("GEMMs reading weight panels prefetch the next panel's lines "
-             "while computing the current one (default)"),
+             "while computing the current one, and each tile the lines its "
+             "epilogue will store and add (default)"),
     cl::init(true), cl::cat(category));
 cl::opt<std::string> runtimeDir(
     "runtime-dir",

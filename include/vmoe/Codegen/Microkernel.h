@@ -38,7 +38,9 @@ struct MicrokernelShape {
   /// With GemmAccessors::prefetchB: every row tile prefetches, per k, the
   /// lines of B the next column panel will read at the same k, so that the
   /// first tile of each panel finds its weights in cache instead of waiting
-  /// on memory (weights read once per call stream from DRAM).
+  /// on memory (weights read once per call stream from DRAM); and, with
+  /// GemmAccessors::prefetchC, every tile fetches the lines its epilogue
+  /// will touch when it starts its last block of k.
   bool prefetch = false;
 
   int64_t panelWidth() const { return vectors * lanes; }
@@ -103,6 +105,12 @@ struct GemmAccessors {
   std::function<void(OpBuilder &, Location, Value row, Value n, Value acc,
                      Value mask)>
       storeC;
+  /// Optional, with MicrokernelShape::prefetch: prefetches what storeC will
+  /// read and write at C[row, n ..) (C's line, an epilogue's residual),
+  /// called per row and vector at the start of a tile's last block of k, so
+  /// that the lines arrive while the tile computes instead of stalling its
+  /// stores.
+  std::function<void(OpBuilder &, Location, Value row, Value n)> prefetchC;
   /// Partial sums of C[row, n ..) between blocks of k (for a plain C: load
   /// and store C itself).
   std::function<Value(OpBuilder &, Location, Value row, Value n, Value mask)>

@@ -75,7 +75,8 @@ def ConvertVMoEToSCFPass
            "shift + f32 fma">,
     Option<"prefetch", "prefetch", "bool", /*default=*/"false",
            "Expert GEMMs reading weight panels prefetch, per k, the next "
-           "column panel's line (MicrokernelShape::prefetch)">
+           "column panel's line, and at each tile's last block of k the "
+           "plane rows its epilogue writes (MicrokernelShape::prefetch)">
   ];
 }
 
@@ -203,7 +204,9 @@ def VMoEVectorizeContractionsPass
            "Split the column panels of large contractions across threads">,
     Option<"prefetch", "prefetch", "bool", /*default=*/"false",
            "Contractions reading B in panels prefetch, per k, the next "
-           "column panel's line (MicrokernelShape::prefetch)">,
+           "column panel's line, and at each tile's last block of k the "
+           "lines of C and of an epilogue's residual "
+           "(MicrokernelShape::prefetch)">,
     Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
            "bf16 pair contractions with vdpbf16ps (x86vector.avx512.dot; the "
            "target has AVX512_BF16, and AVX512VL below 16 lanes) instead of "

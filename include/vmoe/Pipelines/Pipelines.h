@@ -77,7 +77,8 @@ struct VMoECPUPipelineOptions
   PassOptions::Option<bool> prefetchPanels{
       *this, "prefetch-panels",
       llvm::cl::desc("GEMMs reading weight panels prefetch the next column "
-                     "panel's lines while computing the current one "
+                     "panel's lines while computing the current one, and "
+                     "each tile the lines its epilogue will store and add "
                      "(default)"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> cachedBuffers{

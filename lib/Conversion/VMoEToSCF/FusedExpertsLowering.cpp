@@ -345,6 +345,12 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
           b, loc, vector::BroadcastOp::create(b, loc, vectorType, w), y);
       storeVector(b, loc, scaled, planes, planeRow(b, loc, row, n), mask);
     };
+    // The plane rows the epilogue writes, fetched while the tile computes.
+    down.prefetchC = [&](OpBuilder &b, Location loc, Value row, Value n) {
+      memref::PrefetchOp::create(b, loc, planes, planeRow(b, loc, row, n),
+                                 /*isWrite=*/true, /*localityHint=*/3,
+                                 /*isDataCache=*/true);
+    };
     if (bf16Pairs) {
       if (!hiddenPairs)
         hiddenPairs = packRowPairs(

@@ -310,6 +310,11 @@ static void offsetCRows(GemmAccessors &access, Value r0) {
   access.loadPartial = shiftLoad(access.loadPartial);
   access.storeC = shiftStore(access.storeC);
   access.storePartial = shiftStore(access.storePartial);
+  if (auto prefetch = access.prefetchC)
+    access.prefetchC = [r0, prefetch](OpBuilder &b, Location loc, Value row,
+                                      Value n) {
+      prefetch(b, loc, arith::AddIOp::create(b, loc, r0, row), n);
+    };
 }
 
 /// Emits the number of threads the next parallel region gets (an index,
@@ -685,6 +690,35 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
                                                    b.getZeroAttr(vectorType)));
           return access.loadPartial(b, loc, row, n, mask);
         };
+        // Weight GEMMs (B in stored panels, f32 or pairs) fetch the lines
+        // their epilogue reads by rows and columns (a residual) and C's
+        // lines while the tile computes: rows 2 KB or more apart, which
+        // the hardware prefetchers do not follow, and each tile would
+        // otherwise wait on them when it stores.
+        if (bInPanels || pairs)
+          access.prefetchC = [&](OpBuilder &b, Location loc, Value row,
+                                 Value n) {
+            SmallVector<Value> indices = cIndices(row, n);
+            memref::PrefetchOp::create(b, loc, c, indices, /*isWrite=*/true,
+                                       /*localityHint=*/3,
+                                       /*isDataCache=*/true);
+            for (Epilogue &epilogue : epilogues)
+              for (auto [i, input] :
+                   llvm::enumerate(epilogue.op.getDpsInputOperands())) {
+                // Rows and columns: not a bias (columns) or a scalar.
+                if (!epilogue.alongColumns[i] ||
+                    epilogue.inputDims[i].size() < 2)
+                  continue;
+                SmallVector<Value> at;
+                for (unsigned d : epilogue.inputDims[i])
+                  at.push_back(indices[d]);
+                // To L2: the tile streams more B than L1 holds.
+                memref::PrefetchOp::create(b, loc, input->get(), at,
+                                           /*isWrite=*/false,
+                                           /*localityHint=*/2,
+                                           /*isDataCache=*/true);
+              }
+          };
         // The last block of k: the epilogue, then the store.
         access.storeC = [&](OpBuilder &b, Location loc, Value row, Value n,
                             Value acc, Value mask) {

@@ -139,3 +139,43 @@ func.func @panels_take_the_wide_tile(%a: memref<12x32xf32>, %p: memref<4x32x16xf
   }
   return
 }
+
+// -----
+
+// With `prefetch`, a weight GEMM whose epilogue adds a residual also
+// fetches, at the start of each tile's last block of k, every line the
+// epilogue will touch: C's for writing (prefetchw) and the residual's
+// into L2 (read, locality 2: the tile streams more B than L1 holds). The
+// bias, read along the columns only, is not prefetched. Without
+// `prefetch` (the RUN line above) nothing is.
+// PREFETCH-LABEL: func.func @panels_residual_epilogue
+// PREFETCH: scf.if
+// PREFETCH: memref.prefetch %[[C:.*]][%{{.*}}, %{{.*}}], write, locality<3>, data : memref<8x32xf32>
+// PREFETCH-NEXT: memref.prefetch %[[X:.*]][%{{.*}}, %{{.*}}], read, locality<2>, data : memref<8x32xf32>
+// PREFETCH-NOT: memref<32xf32>
+// PREFETCH: scf.for
+// PREFETCH: vector.fma
+// PREFETCH: vector.store %{{.*}}, %[[C]]
+#mk = affine_map<(m, k, n) -> (m, k)>
+#panels = affine_map<(m, k, n) -> (n floordiv 16, k, n mod 16)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+#row = affine_map<(m, n) -> (n)>
+#id = affine_map<(m, n) -> (m, n)>
+func.func @panels_residual_epilogue(%a: memref<8x32xf32>, %p: memref<2x32x16xf32>, %c: memref<8x32xf32>,
+                                    %bias: memref<32xf32>, %x: memref<8x32xf32>) {
+  linalg.generic {indexing_maps = [#mk, #panels, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %p : memref<8x32xf32>, memref<2x32x16xf32>) outs(%c : memref<8x32xf32>) {
+  ^bb0(%u: f32, %v: f32, %acc: f32):
+    %m = arith.mulf %u, %v : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#row, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%bias, %x : memref<32xf32>, memref<8x32xf32>) outs(%c : memref<8x32xf32>) {
+  ^bb0(%b: f32, %r: f32, %acc: f32):
+    %s = arith.addf %acc, %b : f32
+    %t = arith.addf %s, %r : f32
+    linalg.yield %t : f32
+  }
+  return
+}
