@@ -46,9 +46,12 @@ void mlir::vmoe::buildBF16PairContractionBody(OpBuilder &b, Location loc,
                              arith::ConstantIndexOp::create(b, loc, 2)),
       arith::ConstantIndexOp::create(b, loc, 0));
   Value weight = widenPairHalf(b, loc, word, odd);
+  // A stored as bf16 (a hidden its producer rounded) is only widened.
   Value rounded = arith::ExtFOp::create(
       b, loc, b.getF32Type(),
-      arith::TruncFOp::create(b, loc, b.getBF16Type(), a),
+      a.getType().isBF16()
+          ? a
+          : Value(arith::TruncFOp::create(b, loc, b.getBF16Type(), a)),
       arith::FastMathFlagsAttr());
   Value product = arith::MulFOp::create(b, loc, rounded, weight);
   linalg::YieldOp::create(b, loc,
@@ -69,6 +72,15 @@ static bool isRoundedToBF16(Value v, Value a) {
   auto trunc = ext ? ext.getIn().getDefiningOp<arith::TruncFOp>() : nullptr;
   return trunc && trunc.getIn() == a && trunc.getType().isBF16() &&
          !trunc.getRoundingmodeAttr() && ext.getType().isF32();
+}
+
+/// Whether `v` is the f32 of `a`: extf(truncf(a) : bf16) for an f32 `a`,
+/// extf(a) for a bf16 one.
+static bool isBF16Operand(Value v, Value a) {
+  if (!a.getType().isBF16())
+    return isRoundedToBF16(v, a);
+  auto ext = v.getDefiningOp<arith::ExtFOp>();
+  return ext && ext.getIn() == a && ext.getType().isF32();
 }
 
 /// Whether `odd` is `linalg.index kDim` mod 2 != 0.
@@ -117,7 +129,7 @@ bool mlir::vmoe::isBF16PairContractionBody(linalg::GenericOp op,
   if (!add || add->getBlock() != &body || add.getLhs() != acc)
     return false;
   auto mul = add.getRhs().getDefiningOp<arith::MulFOp>();
-  return mul && isRoundedToBF16(mul.getLhs(), a) &&
+  return mul && isBF16Operand(mul.getLhs(), a) &&
          isPairHalf(mul.getRhs(), word, kDim);
 }
 

@@ -37,7 +37,6 @@ Value ForwardBuilder::attention(Value x, const std::string &prefix,
                                 bool classQueriesOnly) {
   int64_t n = batchImages(model, options), t = model.tokensPerImage();
   int64_t d = model.modelWidth, heads = model.heads, dh = d / heads;
-  int64_t tq = classQueriesOnly ? 1 : t;
   Value q, k, v;
   if (!classQueriesOnly) {
     Value qkv = linear(x, prefix + ".qkv");

@@ -16,7 +16,12 @@
 // where half(word, k) is the f32 value of the bf16 in the low (k even) or
 // high (k odd) 16 bits of the pair word, k = linalg.index of the reduction
 // dim. The A rows are rounded to bf16 (nearest even) and every product is
-// exact in f32. convert-vmoe-to-scf builds such bodies;
+// exact in f32. An A already stored as bf16 (the hidden of a dense MLP,
+// rounded by the first GEMM's epilogue) is only widened:
+//
+//   acc + extf(a : bf16) * half(word, k)
+//
+// convert-vmoe-to-scf builds such bodies;
 // vmoe-vectorize-contractions recognizes them and streams the pair panels
 // in place (BF16Pairs.h), and any it leaves computes the same values
 // through convert-linalg-to-loops.
@@ -36,8 +41,8 @@ namespace mlir::vmoe {
 Value widenPairHalf(OpBuilder &b, Location loc, Value word, Value odd);
 
 /// Builds the body (linalg.yield included) of a bf16 pair contraction over
-/// the block arguments `a` (f32), `word` (f32 pair word) and `acc`, the
-/// reduction being loop dim `kDim`.
+/// the block arguments `a` (f32, or bf16), `word` (f32 pair word) and
+/// `acc`, the reduction being loop dim `kDim`.
 void buildBF16PairContractionBody(OpBuilder &b, Location loc, Value a,
                                   Value word, Value acc, unsigned kDim);
 

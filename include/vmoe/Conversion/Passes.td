@@ -24,7 +24,10 @@ def ConvertVMoEToSCFPass
     dense layer's constant kernel, also after `expert_ffn` became one) is
     folded into it: the contraction reads the panels through the map
     `(..., n floordiv L, k, n mod L)` when `vector-width` divides L; other
-    uses get a copy to the plain layout.
+    uses get a copy to the plain layout. An `expert_ffn` whose second kernel
+    is stored as bf16 pairs keeps its hidden as a bf16 tensor: the bias and
+    activation round it (`arith.truncf`), the second contraction widens it
+    (`arith.extf`), the values it would have rounded from an f32 hidden.
 
     Expert GEMMs on bf16 pair panels (`weight_storage = bf16_pairs`) form
     their products with `x86vector.avx512.dot` (vdpbf16ps) when `bf16-dot`
@@ -156,7 +159,10 @@ def VMoEVectorizeContractionsPass
     right after (its only output C with the identity map; inputs other
     buffers read along C's dims, contiguous along its columns; a body of
     elementwise f32 arith/math ops: a bias, an activation) is folded into
-    the stores of the last block of k and erased. With the AVX-512 tile
+    the stores of the last block of k and erased; so is one out of place
+    whose inputs include C (identity map) and whose output is a bf16
+    buffer of C's shape filled by a final `arith.truncf` (a dense MLP's
+    hidden): the rounded registers go to that buffer. With the AVX-512 tile
     (8 x 3), a GEMM whose columns 4 vectors pad less (attention's 50 keys,
     64 channels; 512 and 2048 columns) takes 6 x 4, whether B is packed per
     call or read from panels (any panel width that is a multiple of the
@@ -168,7 +174,8 @@ def VMoEVectorizeContractionsPass
     L)` from bf16 pair panels, its body the pair product of
     vmoe/Codegen/BF16PairContraction.h, folded from `vmoe.unpack_panels
     {storage = bf16_pairs}`) rounds its A rows to bf16 pairs once per block
-    of rows (a stack scratch of at most 128 KB) and steps over pairs of k:
+    of rows (a stack scratch of at most 128 KB), or reads them in place
+    when A is stored as bf16 (even K), and steps over pairs of k:
     `x86vector.avx512.dot` with `bf16-dot`, else shift + f32 fma. A
     contraction whose body rounds both operands to bf16 (attention's
     products with --precision=bf16, vmoe/Codegen/BF16PairContraction.h)
@@ -176,7 +183,8 @@ def VMoEVectorizeContractionsPass
     per call (static K and N, at most 256 KB of them). A body must be
     exactly one of these: casts in a plain multiply-add (which linalg's
     contraction check admits) leave the op alone. Pair
-    contractions it cannot rewrite have their bf16 rounding expanded to
+    contractions it cannot rewrite, and epilogues rounding to bf16, have
+    their bf16 rounding expanded to
     integer arithmetic without `bf16-dot` (targets without bf16
     conversions). Any other B is
     packed per block of 256 x 256 into a `memref.alloca` scratch (between

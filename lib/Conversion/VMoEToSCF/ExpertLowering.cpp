@@ -7,6 +7,9 @@
 // vmoe.expert_ffn becomes two batched contractions over the E x G x B x D
 // buffers with the bias and the activation in between, each a
 // linalg.generic whose innermost loop runs over the contiguous output dim.
+// When the second kernel is stored as bf16 pairs, the hidden is a bf16
+// tensor: the bias and activation round it, the second contraction widens
+// it (the same values as rounding an f32 hidden's rows in the GEMM).
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,13 +30,15 @@ using namespace mlir::vmoe::lowering;
 using utils::IteratorType;
 
 /// out[e, g, b, n] = sum_k in[e, g, b, k] * w[e, k, n]: loops (e, g, b, k, n)
-/// so that the innermost loop walks rows of w and of the output.
+/// so that the innermost loop walks rows of w and of the output. A bf16
+/// `in` (a hidden rounded by its producer) is widened to f32 in the body.
 static Value buildExpertMatmul(OpBuilder &b, Location loc, Value in, Value w) {
-  auto inType = cast<RankedTensorType>(in.getType());
+  auto wType = cast<RankedTensorType>(w.getType());
   SmallVector<OpFoldResult> sizes = mixedSizes(b, loc, in);
   sizes[3] = mixedSizes(b, loc, w)[2];
-  Value init = filledTensor(
-      b, loc, sizes, floatConst(b, loc, inType.getElementType(), 0));
+  Value init = filledTensor(b, loc, sizes,
+                            floatConst(b, loc, wType.getElementType(), 0));
+  bool widen = cast<RankedTensorType>(in.getType()).getElementType().isBF16();
   MLIRContext *ctx = b.getContext();
   auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
   SmallVector<AffineMap> maps = {
@@ -45,7 +50,13 @@ static Value buildExpertMatmul(OpBuilder &b, Location loc, Value in, Value w) {
              {IteratorType::parallel, IteratorType::parallel,
               IteratorType::parallel, IteratorType::reduction,
               IteratorType::parallel},
-             buildMultiplyAccumulateBody)
+             [&](OpBuilder &b, Location loc, ValueRange args) {
+               if (!widen)
+                 return buildMultiplyAccumulateBody(b, loc, args);
+               Value a = arith::ExtFOp::create(b, loc, b.getF32Type(), args[0],
+                                               arith::FastMathFlagsAttr());
+               buildMultiplyAccumulateBody(b, loc, {a, args[1], args[2]});
+             })
       .getResult(0);
 }
 
@@ -57,7 +68,9 @@ static bool isBF16PairKernel(Value kernel) {
 }
 
 /// in[e, g, b, n] + bias[e, n], then `activation` when given, in place;
-/// `roundedToBF16`: the result only feeds a bf16 pair GEMM.
+/// `roundedToBF16`: the result only feeds a bf16 pair GEMM, which reads it
+/// rounded to bf16: it is stored as a new bf16 tensor (half the bytes, and
+/// the GEMM reads its pairs of k as they are instead of rounding its rows).
 static Value buildBiasActivation(OpBuilder &b, Location loc, Value in,
                                  Value bias,
                                  std::optional<Activation> activation,
@@ -66,14 +79,33 @@ static Value buildBiasActivation(OpBuilder &b, Location loc, Value in,
   auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
   AffineMap id = b.getMultiDimIdentityMap(4);
   AffineMap biasMap = AffineMap::get(4, 0, {d(0), d(3)}, ctx);
+  auto body = [&](OpBuilder &b, Location loc, Value acc, Value biasValue) {
+    Value v = arith::AddFOp::create(b, loc, acc, biasValue);
+    if (activation)
+      v = buildActivation(b, loc, *activation, v, roundedToBF16);
+    return v;
+  };
+  if (roundedToBF16) {
+    Value init = emptyTensor(b, loc, mixedSizes(b, loc, in), b.getBF16Type());
+    return linalg::GenericOp::create(
+               b, loc, init.getType(), ValueRange{in, bias}, ValueRange{init},
+               {id, biasMap, id},
+               SmallVector<IteratorType>(4, IteratorType::parallel),
+               [&](OpBuilder &b, Location loc, ValueRange args) {
+                 Value v = body(b, loc, args[0], args[1]);
+                 linalg::YieldOp::create(b, loc,
+                                         ValueRange{arith::TruncFOp::create(
+                                             b, loc, b.getBF16Type(), v)});
+               })
+        .getResult(0);
+  }
   return linalg::GenericOp::create(
              b, loc, in.getType(), ValueRange{bias}, ValueRange{in},
-             {biasMap, id}, SmallVector<IteratorType>(4, IteratorType::parallel),
+             {biasMap, id},
+             SmallVector<IteratorType>(4, IteratorType::parallel),
              [&](OpBuilder &b, Location loc, ValueRange args) {
-               Value v = arith::AddFOp::create(b, loc, args[1], args[0]);
-               if (activation)
-                 v = buildActivation(b, loc, *activation, v, roundedToBF16);
-               linalg::YieldOp::create(b, loc, ValueRange{v});
+               linalg::YieldOp::create(
+                   b, loc, ValueRange{body(b, loc, args[1], args[0])});
              })
       .getResult(0);
 }

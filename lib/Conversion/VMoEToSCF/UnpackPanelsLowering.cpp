@@ -72,13 +72,14 @@ static std::optional<unsigned> panelBReductionDim(OpOperand &use,
 }
 
 /// Whether the body of `op` is `acc + x * y` of its two inputs and init,
-/// all f32 (what a bf16 pair contraction may replace).
-static bool isF32MulAddBody(linalg::GenericOp op) {
+/// all f32, where x may also be extf of a bf16 input (a hidden stored as
+/// bf16): what a bf16 pair contraction may replace, `use` (f32) being B.
+static bool isF32MulAddBody(linalg::GenericOp op, OpOperand &use) {
   Block &body = *op.getBlock();
   auto yield = cast<linalg::YieldOp>(body.getTerminator());
-  if (body.getNumArguments() != 3 ||
-      !llvm::all_of(body.getArgumentTypes(),
-                    [](Type type) { return type.isF32(); }))
+  if (body.getNumArguments() != 3 || yield.getNumOperands() != 1 ||
+      !body.getArgument(2).getType().isF32() ||
+      !body.getArgument(use.getOperandNumber()).getType().isF32())
     return false;
   auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
   if (!add)
@@ -90,9 +91,18 @@ static bool isF32MulAddBody(linalg::GenericOp op) {
   auto mul = product ? product.getDefiningOp<arith::MulFOp>() : nullptr;
   if (!mul)
     return false;
-  Value x = body.getArgument(0), y = body.getArgument(1);
-  return (mul.getLhs() == x && mul.getRhs() == y) ||
-         (mul.getLhs() == y && mul.getRhs() == x);
+  Value y = body.getArgument(use.getOperandNumber());
+  Value a = body.getArgument(1 - use.getOperandNumber());
+  // A: the f32 argument, or the f32 of a bf16 one.
+  auto isA = [&](Value v) {
+    if (a.getType().isF32())
+      return v == a;
+    auto ext = v.getDefiningOp<arith::ExtFOp>();
+    return a.getType().isBF16() && ext && ext.getIn() == a &&
+           ext->getBlock() == &body && ext.getType().isF32();
+  };
+  return (isA(mul.getLhs()) && mul.getRhs() == y) ||
+         (mul.getLhs() == y && isA(mul.getRhs()));
 }
 
 /// Reads the B operand `use` of contraction `op` from the bf16 pair panels
@@ -134,7 +144,7 @@ void mlir::vmoe::lowering::foldUnpackPanelsIntoContractions(Operation *root,
         continue;
       auto op = cast<linalg::GenericOp>(use.getOwner());
       if (pairs) {
-        if (isF32MulAddBody(op) &&
+        if (isF32MulAddBody(op, use) &&
             llvm::count(op->getOperands(), unpack.getResult()) == 1)
           foldPairPanels(rewriter, op, use, unpack.getPanels(), width, *kDim);
         continue;

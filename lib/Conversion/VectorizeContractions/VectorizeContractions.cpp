@@ -115,6 +115,11 @@ struct Epilogue {
   /// Per input: whether it varies along C's last (column) dim; if so that
   /// is its last, contiguous dim and it is read by vectors.
   SmallVector<bool> alongColumns;
+  /// An epilogue out of place: its input that is C (the accumulator, not
+  /// read) and the bf16 buffer of C's shape it writes (its body ends in
+  /// the rounding); -1 and null in place.
+  int64_t accInput = -1;
+  Value dest;
 
   /// The body on vectors: `acc` is the accumulator, inputs are read at the
   /// C indices `cIndices` (column vector at cIndices.back()).
@@ -123,6 +128,10 @@ struct Epilogue {
     IRMapping map;
     Block &body = op.getRegion().front();
     for (auto [i, operand] : llvm::enumerate(op.getDpsInputOperands())) {
+      if (static_cast<int64_t>(i) == accInput) {
+        map.map(body.getArgument(i), acc);
+        continue;
+      }
       SmallVector<Value> indices;
       for (unsigned d : inputDims[i])
         indices.push_back(cIndices[d]);
@@ -209,15 +218,43 @@ static std::optional<Epilogue> followingEpilogue(Operation *op,
       !generic.getMatchingIndexingMap(generic.getDpsInitOperand(0))
            .isIdentity())
     return std::nullopt;
-  // The C dim of each of the generic's loops.
-  std::optional<SmallVector<unsigned>> cDims =
-      dimsOfCView(generic.getDpsInitOperand(0)->get(), c);
-  if (!cDims)
-    return std::nullopt;
   auto cType = cast<MemRefType>(c.getType());
+  Epilogue epilogue{generic, {}, {}, -1, Value()};
+  // The C dim of each of the generic's loops: its output is C (or a view),
+  // or, out of place, a bf16 buffer of C's shape that the rounding of an
+  // identity input C fills.
+  Block &body = generic.getRegion().front();
+  Value init = generic.getDpsInitOperand(0)->get();
+  std::optional<SmallVector<unsigned>> cDims = dimsOfCView(init, c);
+  if (!cDims) {
+    auto destType = dyn_cast<MemRefType>(init.getType());
+    auto yield = cast<linalg::YieldOp>(body.getTerminator());
+    auto round = yield.getOperand(0).getDefiningOp<arith::TruncFOp>();
+    if (!destType || !destType.getElementType().isBF16() ||
+        destType.getShape() != cType.getShape() ||
+        !hasUnitInnerStride(destType) || !round ||
+        round.getRoundingmodeAttr() ||
+        !body.getArgument(generic.getNumDpsInputs()).use_empty())
+      return std::nullopt;
+    if (Operation *def = init.getDefiningOp();
+        def && def->getBlock() == op->getBlock() && !def->isBeforeInBlock(op))
+      return std::nullopt;
+    for (OpOperand *input : generic.getDpsInputOperands())
+      if (input->get() == c &&
+          generic.getMatchingIndexingMap(input).isIdentity())
+        epilogue.accInput = input->getOperandNumber();
+    if (epilogue.accInput < 0)
+      return std::nullopt;
+    epilogue.dest = init;
+    cDims = llvm::to_vector(llvm::seq<unsigned>(0, cType.getRank()));
+  }
   unsigned last = cType.getRank() - 1;
-  Epilogue epilogue{generic, {}, {}};
   for (OpOperand *input : generic.getDpsInputOperands()) {
+    if (static_cast<int64_t>(input->getOperandNumber()) == epilogue.accInput) {
+      epilogue.inputDims.push_back(*cDims);
+      epilogue.alongColumns.push_back(true);
+      continue;
+    }
     auto type = dyn_cast<MemRefType>(input->get().getType());
     AffineMap map = generic.getMatchingIndexingMap(input);
     if (!type || !type.getElementType().isF32() ||
@@ -237,15 +274,16 @@ static std::optional<Epilogue> followingEpilogue(Operation *op,
     epilogue.inputDims.push_back(dims);
     epilogue.alongColumns.push_back(along);
   }
-  Block &body = generic.getRegion().front();
   for (Operation &inner : body.without_terminator()) {
     if (!OpTrait::hasElementwiseMappableTraits(&inner) ||
         inner.getNumRegions() != 0 ||
         !isa<arith::ArithDialect, math::MathDialect>(inner.getDialect()))
       return std::nullopt;
+    // bf16 only as the rounding an out-of-place epilogue ends in.
     for (Type t :
          llvm::concat<Type>(inner.getOperandTypes(), inner.getResultTypes()))
-      if (!t.isF32() && !t.isInteger(1) && !t.isInteger(32))
+      if (!t.isF32() && !t.isInteger(1) && !t.isInteger(32) &&
+          !(t.isBF16() && epilogue.dest && isa<arith::TruncFOp>(inner)))
         return std::nullopt;
     // A value from outside the body must be available at the contraction:
     // a constant (cloned there), or defined before it.
@@ -417,9 +455,16 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
   auto aType = dyn_cast<MemRefType>(lhs->get().getType());
   auto bType = dyn_cast<MemRefType>(rhs->get().getType());
   auto cType = dyn_cast<MemRefType>(out->get().getType());
+  // A stored as bf16 (pairs only): its rows are pair words already, read
+  // in place. An odd K would read a word half past the row: loops instead.
+  bool aInPairs = pairs && aType && aType.getElementType().isBF16();
+  if (aInPairs && (ShapedType::isDynamic(op.getStaticLoopRanges()[kDim]) ||
+                   op.getStaticLoopRanges()[kDim] % 2 != 0))
+    return failure();
   if (!aType || !bType || !cType || !hasUnitInnerStride(bType) ||
       !hasUnitInnerStride(cType) || !cType.getElementType().isF32() ||
-      !aType.getElementType().isF32() || !bType.getElementType().isF32() ||
+      !(aType.getElementType().isF32() || aInPairs) ||
+      !bType.getElementType().isF32() ||
       ((pairs || rounded) && !hasUnitInnerStride(aType)) ||
       (bInPanels && bType.isDynamicDim(bType.getRank() - 1)))
     return failure();
@@ -449,6 +494,8 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
                followingEpilogue(op, after, out->get())) {
       epilogues.push_back(*next);
       after = next->op;
+      if (next->dest)
+        break; // C is final in its bf16 copy.
     }
   }
 
@@ -487,6 +534,10 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
     if (d != rowDim && d != nDim && d != kDim)
       outerDims.push_back(d);
   Value a = lhs->get(), bMem = rhs->get(), c = out->get();
+  // Where the finished C goes: C, or the bf16 copy an epilogue makes.
+  Value finalC = c;
+  if (!epilogues.empty() && epilogues.back().dest)
+    finalC = epilogues.back().dest;
   auto vectorType = VectorType::get({shape.lanes}, rewriter.getF32Type());
   // Batched GEMMs (images x heads of attention, experts) split their
   // batches across threads, each packing on its own stack; single GEMMs
@@ -526,29 +577,9 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
     // One block of rows: its A rows rounded to pairs on this thread's
     // stack, then the GEMM of the block over all columns.
     auto rowBlock = [&](OpBuilder &b, Location loc, Value r0, Value rows) {
-      Value stack = LLVM::StackSaveOp::create(
-          b, loc, LLVM::LLVMPointerType::get(b.getContext()));
-      auto scratchType =
-          MemRefType::get({blockRows, staticWords}, b.getI32Type());
-      SmallVector<Value> dynamicSizes;
-      if (ShapedType::isDynamic(staticWords))
-        dynamicSizes.push_back(words);
-      Value aPairs = memref::AllocaOp::create(b, loc, scratchType, dynamicSizes,
-                                              b.getI64IntegerAttr(64));
       auto shifted = [&](OpBuilder &b, Location loc, Value row) {
         return Value(arith::AddIOp::create(b, loc, r0, row));
       };
-      BF16PairProducts products{shape.bf16Dot, shape.lanes};
-      products.roundRowsToPairs(
-          b, loc, aPairs, rows, k, a,
-          [&](OpBuilder &b, Location loc, Value row) {
-            DenseMap<unsigned, Value> at = ivs;
-            at[rowDim] = shifted(b, loc, row);
-            at[kDim] = arith::ConstantIndexOp::create(b, loc, 0);
-            SmallVector<Value> indices = operandIndices(aMap, at);
-            indices.pop_back(); // k, the last (contiguous) dim.
-            return indices;
-          });
       GemmAccessors access = plain;
       access.loadA = nullptr;
       access.loadB = nullptr;
@@ -560,12 +591,50 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
         lead.resize(lead.size() - 2); // Leading dims only.
         return loadPairPanelWords(b, loc, shape.lanes, bMem, lead, pair, n);
       };
+      offsetCRows(access, r0);
+      if (aInPairs) {
+        // The word of A[row, 2 pair .. 2 pair + 1], read in place.
+        access.loadAPair = [&](OpBuilder &b, Location loc, Value row,
+                               Value pair) {
+          DenseMap<unsigned, Value> at = ivs;
+          at[rowDim] = shifted(b, loc, row);
+          at[kDim] = arith::MulIOp::create(b, loc, pair, index(2));
+          Value halves = vector::LoadOp::create(
+              b, loc, VectorType::get({2}, b.getBF16Type()), a,
+              operandIndices(aMap, at));
+          Value word = vector::BitCastOp::create(
+              b, loc, VectorType::get({1}, b.getI32Type()), halves);
+          return Value(vector::ExtractOp::create(b, loc, word, 0));
+        };
+        emitGemm(b, loc, rows, n, k, staticN, shape, access,
+                 /*scratch=*/Value(), /*parallelThreads=*/Value());
+        return;
+      }
+      Value stack = LLVM::StackSaveOp::create(
+          b, loc, LLVM::LLVMPointerType::get(b.getContext()));
+      auto scratchType =
+          MemRefType::get({blockRows, staticWords}, b.getI32Type());
+      SmallVector<Value> dynamicSizes;
+      if (ShapedType::isDynamic(staticWords))
+        dynamicSizes.push_back(words);
+      Value aPairs = memref::AllocaOp::create(b, loc, scratchType, dynamicSizes,
+                                              b.getI64IntegerAttr(64));
+      BF16PairProducts products{shape.bf16Dot, shape.lanes};
+      products.roundRowsToPairs(
+          b, loc, aPairs, rows, k, a,
+          [&](OpBuilder &b, Location loc, Value row) {
+            DenseMap<unsigned, Value> at = ivs;
+            at[rowDim] = shifted(b, loc, row);
+            at[kDim] = arith::ConstantIndexOp::create(b, loc, 0);
+            SmallVector<Value> indices = operandIndices(aMap, at);
+            indices.pop_back(); // k, the last (contiguous) dim.
+            return indices;
+          });
       access.loadAPair = [&](OpBuilder &b, Location loc, Value row,
                              Value pair) {
         return Value(
             memref::LoadOp::create(b, loc, aPairs, ValueRange{row, pair}));
       };
-      offsetCRows(access, r0);
       emitGemm(b, loc, rows, n, k, staticN, shape, access,
                /*scratch=*/Value(), /*parallelThreads=*/Value());
       LLVM::StackRestoreOp::create(b, loc, stack);
@@ -699,14 +768,17 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
           access.prefetchC = [&](OpBuilder &b, Location loc, Value row,
                                  Value n) {
             SmallVector<Value> indices = cIndices(row, n);
-            memref::PrefetchOp::create(b, loc, c, indices, /*isWrite=*/true,
+            memref::PrefetchOp::create(b, loc, finalC, indices,
+                                       /*isWrite=*/true,
                                        /*localityHint=*/3,
                                        /*isDataCache=*/true);
             for (Epilogue &epilogue : epilogues)
               for (auto [i, input] :
                    llvm::enumerate(epilogue.op.getDpsInputOperands())) {
-                // Rows and columns: not a bias (columns) or a scalar.
-                if (!epilogue.alongColumns[i] ||
+                // Rows and columns: not a bias (columns) or a scalar; not
+                // C, which an out-of-place epilogue never reads.
+                if (static_cast<int64_t>(i) == epilogue.accInput ||
+                    !epilogue.alongColumns[i] ||
                     epilogue.inputDims[i].size() < 2)
                   continue;
                 SmallVector<Value> at;
@@ -725,7 +797,7 @@ vectorizeContraction(RewriterBase &rewriter, linalg::GenericOp op,
           SmallVector<Value> indices = cIndices(row, n);
           for (Epilogue &epilogue : epilogues)
             acc = epilogue.apply(b, loc, vectorType, acc, indices, mask);
-          storeVector(b, loc, acc, c, indices, mask);
+          storeVector(b, loc, acc, finalC, indices, mask);
         };
         if (pairs) {
           pairGemm(b, loc, access, ivs, /*bPacked=*/Value());
@@ -822,7 +894,6 @@ struct VMoEVectorizeContractionsPass
     module.walk(
         [&](linalg::GenericOp op) { candidates.push_back(op); });
     IRRewriter rewriter(&getContext());
-    SmallVector<Operation *> leftRounding;
     SmallPtrSet<Operation *, 8> erased; // Epilogues folded into GEMMs.
     for (linalg::GenericOp op : candidates) {
       if (erased.contains(op))
@@ -831,10 +902,6 @@ struct VMoEVectorizeContractionsPass
               vectorizeContraction(rewriter, op, shape, parallel,
                                    maxThreads, erased)))
         continue;
-      op.getBlock()->walk([&](arith::TruncFOp trunc) {
-        if (getElementTypeOrSelf(trunc.getType()).isBF16())
-          leftRounding.push_back(trunc);
-      });
     }
     // The L x L tiles of packed transposed B operands to shuffles (16
     // lanes: shuffle_16x16, as vmoe-vectorize-transposes), before
@@ -849,9 +916,17 @@ struct VMoEVectorizeContractionsPass
       (void)applyOpPatternsGreedily(transposes, std::move(lowering));
     }
     // Pair contractions left for convert-linalg-to-loops round A with
-    // arith.truncf to bf16, which targets without bf16 conversions would
-    // call a runtime function for: integer arithmetic instead.
-    if (dot || leftRounding.empty())
+    // arith.truncf to bf16, and epilogues storing bf16 (folded or left)
+    // round their results with it, which targets without bf16 conversions
+    // would call a runtime function for: integer arithmetic instead.
+    if (dot)
+      return;
+    SmallVector<Operation *> leftRounding;
+    module.walk([&](arith::TruncFOp trunc) {
+      if (getElementTypeOrSelf(trunc.getType()).isBF16())
+        leftRounding.push_back(trunc);
+    });
+    if (leftRounding.empty())
       return;
     RewritePatternSet patterns(&getContext());
     arith::populateExpandBFloat16Patterns(patterns);

@@ -209,3 +209,190 @@ func.func @pairs_take_the_wide_tile(%a: memref<100x1536xf32>, %p: memref<4x768x1
   }
   return
 }
+
+// -----
+
+// A stored as bf16 (a dense MLP's hidden, rounded by the first GEMM): its
+// rows are pair words already, so no scratch and no rounding pass; the
+// microkernel reads each word in place (two bf16 loaded as one i32).
+// DOT-LABEL: func.func @dense_bf16_pairs_a_in_bf16
+// DOT-NOT: memref.alloca
+// DOT-NOT: arith.truncf
+// DOT: vector.load %{{.*}} : memref<40x32xbf16>, vector<2xbf16>
+// DOT-NEXT: vector.bitcast %{{.*}} : vector<2xbf16> to vector<1xi32>
+// DOT: x86vector.avx512.dot
+// DOT-NOT: linalg.generic
+// DOT: return
+// SHIFT-LABEL: func.func @dense_bf16_pairs_a_in_bf16
+// SHIFT-NOT: memref.alloca
+// SHIFT: vector.load %{{.*}} : memref<40x32xbf16>, vector<2xbf16>
+// SHIFT: vector.fma
+// SHIFT-NOT: linalg.generic
+// SHIFT: return
+#mk = affine_map<(m, k, n) -> (m, k)>
+#pairs = affine_map<(m, k, n) -> (n floordiv 16, k floordiv 2, n mod 16)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+func.func @dense_bf16_pairs_a_in_bf16(%a: memref<40x32xbf16>, %p: memref<3x16x16xf32>, %c: memref<40x48xf32>) {
+  linalg.generic {indexing_maps = [#mk, #pairs, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %p : memref<40x32xbf16>, memref<3x16x16xf32>) outs(%c : memref<40x48xf32>) {
+  ^bb0(%x: bf16, %word: f32, %acc: f32):
+    %k = linalg.index 1 : index
+    %c2 = arith.constant 2 : index
+    %rem = arith.remui %k, %c2 : index
+    %c0 = arith.constant 0 : index
+    %odd = arith.cmpi ne, %rem, %c0 : index
+    %bits = arith.bitcast %word : f32 to i32
+    %mask = arith.constant -65536 : i32
+    %high = arith.andi %bits, %mask : i32
+    %c16 = arith.constant 16 : i32
+    %low = arith.shli %bits, %c16 : i32
+    %half = arith.select %odd, %high, %low : i32
+    %w = arith.bitcast %half : i32 to f32
+    %r = arith.extf %x : bf16 to f32
+    %m = arith.mulf %r, %w : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// An odd K with A in bf16 would read half a word past each row: left to
+// the loops.
+// DOT-LABEL: func.func @negative_a_in_bf16_odd_k
+// DOT: linalg.generic
+// SHIFT-LABEL: func.func @negative_a_in_bf16_odd_k
+// SHIFT: linalg.generic
+#mk = affine_map<(m, k, n) -> (m, k)>
+#pairs = affine_map<(m, k, n) -> (n floordiv 16, k floordiv 2, n mod 16)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+func.func @negative_a_in_bf16_odd_k(%a: memref<8x9xbf16>, %p: memref<1x5x16xf32>, %c: memref<8x16xf32>) {
+  linalg.generic {indexing_maps = [#mk, #pairs, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %p : memref<8x9xbf16>, memref<1x5x16xf32>) outs(%c : memref<8x16xf32>) {
+  ^bb0(%x: bf16, %word: f32, %acc: f32):
+    %k = linalg.index 1 : index
+    %c2 = arith.constant 2 : index
+    %rem = arith.remui %k, %c2 : index
+    %c0 = arith.constant 0 : index
+    %odd = arith.cmpi ne, %rem, %c0 : index
+    %bits = arith.bitcast %word : f32 to i32
+    %mask = arith.constant -65536 : i32
+    %high = arith.andi %bits, %mask : i32
+    %c16 = arith.constant 16 : i32
+    %low = arith.shli %bits, %c16 : i32
+    %half = arith.select %odd, %high, %low : i32
+    %w = arith.bitcast %half : i32 to f32
+    %r = arith.extf %x : bf16 to f32
+    %m = arith.mulf %r, %w : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// An epilogue out of place: the bias and an activation read C and write a
+// bf16 buffer of C's shape, ending in the rounding (a dense MLP's hidden).
+// It folds like one in place: the registers get the bias, the rounding
+// (vcvtneps2bf16 with bf16-dot; integer arithmetic without, so that no
+// truncf is left for a runtime call) and go to the bf16 buffer; C holds
+// only partial sums between blocks of k.
+// DOT-LABEL: func.func @epilogue_into_bf16
+// DOT-SAME: %[[C:[^:]*]]: memref<40x48xf32>, %{{.*}}: memref<48xf32>, %[[D:[^:]*]]: memref<40x48xbf16>
+// DOT-NOT: linalg.generic
+// DOT: x86vector.avx512.dot
+// DOT: arith.addf %{{.*}} : vector<16xf32>
+// DOT: arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
+// DOT: vector.{{(masked)?}}store %{{.*}}, %[[D]]{{.*}} : memref<40x48xbf16>, vector<16xbf16>
+// DOT-NOT: linalg.generic
+// DOT: return
+// SHIFT-LABEL: func.func @epilogue_into_bf16
+// SHIFT-NOT: arith.truncf
+// SHIFT-NOT: linalg.generic
+// SHIFT: return
+#mk = affine_map<(m, k, n) -> (m, k)>
+#pairs = affine_map<(m, k, n) -> (n floordiv 16, k floordiv 2, n mod 16)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+#col = affine_map<(m, n) -> (n)>
+#id = affine_map<(m, n) -> (m, n)>
+func.func @epilogue_into_bf16(%a: memref<40x32xf32>, %p: memref<3x16x16xf32>, %c: memref<40x48xf32>,
+                              %bias: memref<48xf32>, %d: memref<40x48xbf16>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.generic {indexing_maps = [#mk, #pairs, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %p : memref<40x32xf32>, memref<3x16x16xf32>) outs(%c : memref<40x48xf32>) {
+  ^bb0(%x: f32, %word: f32, %acc: f32):
+    %k = linalg.index 1 : index
+    %c2 = arith.constant 2 : index
+    %rem = arith.remui %k, %c2 : index
+    %c0 = arith.constant 0 : index
+    %odd = arith.cmpi ne, %rem, %c0 : index
+    %bits = arith.bitcast %word : f32 to i32
+    %mask = arith.constant -65536 : i32
+    %high = arith.andi %bits, %mask : i32
+    %c16 = arith.constant 16 : i32
+    %low = arith.shli %bits, %c16 : i32
+    %half = arith.select %odd, %high, %low : i32
+    %w = arith.bitcast %half : i32 to f32
+    %t = arith.truncf %x : f32 to bf16
+    %r = arith.extf %t : bf16 to f32
+    %m = arith.mulf %r, %w : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %bias : memref<40x48xf32>, memref<48xf32>) outs(%d : memref<40x48xbf16>) {
+  ^bb0(%v: f32, %b: f32, %out: bf16):
+    %s = arith.addf %v, %b : f32
+    %relu = arith.maximumf %s, %zero : f32
+    %h = arith.truncf %relu : f32 to bf16
+    linalg.yield %h : bf16
+  }
+  return
+}
+
+// -----
+
+// Out of place but not a rounding to bf16 (an f32 copy elsewhere): not an
+// epilogue, it stays a pass of its own after the GEMM.
+// DOT-LABEL: func.func @negative_epilogue_into_f32_copy
+// DOT: x86vector.avx512.dot
+// DOT: linalg.generic
+// DOT: return
+#mk = affine_map<(m, k, n) -> (m, k)>
+#pairs = affine_map<(m, k, n) -> (n floordiv 16, k floordiv 2, n mod 16)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+#col = affine_map<(m, n) -> (n)>
+#id = affine_map<(m, n) -> (m, n)>
+func.func @negative_epilogue_into_f32_copy(%a: memref<40x32xf32>, %p: memref<3x16x16xf32>, %c: memref<40x48xf32>,
+                                           %bias: memref<48xf32>, %d: memref<40x48xf32>) {
+  linalg.generic {indexing_maps = [#mk, #pairs, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %p : memref<40x32xf32>, memref<3x16x16xf32>) outs(%c : memref<40x48xf32>) {
+  ^bb0(%x: f32, %word: f32, %acc: f32):
+    %k = linalg.index 1 : index
+    %c2 = arith.constant 2 : index
+    %rem = arith.remui %k, %c2 : index
+    %c0 = arith.constant 0 : index
+    %odd = arith.cmpi ne, %rem, %c0 : index
+    %bits = arith.bitcast %word : f32 to i32
+    %mask = arith.constant -65536 : i32
+    %high = arith.andi %bits, %mask : i32
+    %c16 = arith.constant 16 : i32
+    %low = arith.shli %bits, %c16 : i32
+    %half = arith.select %odd, %high, %low : i32
+    %w = arith.bitcast %half : i32 to f32
+    %t = arith.truncf %x : f32 to bf16
+    %r = arith.extf %t : bf16 to f32
+    %m = arith.mulf %r, %w : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %bias : memref<40x48xf32>, memref<48xf32>) outs(%d : memref<40x48xf32>) {
+  ^bb0(%v: f32, %b: f32, %out: f32):
+    %s = arith.addf %v, %b : f32
+    linalg.yield %s : f32
+  }
+  return
+}
