@@ -162,7 +162,8 @@ def VMoEVectorizeContractionsPass
     the stores of the last block of k and erased; so is one out of place
     whose inputs include C (identity map) and whose output is a bf16
     buffer of C's shape filled by a final `arith.truncf` (a dense MLP's
-    hidden): the rounded registers go to that buffer. With the AVX-512 tile
+    hidden): the rounded registers go to that buffer (a static
+    `memref.alloc` of it between the two moves above the GEMM). With the AVX-512 tile
     (8 x 3), a GEMM whose columns 4 vectors pad less (attention's 50 keys,
     64 channels; 512 and 2048 columns) takes 6 x 4, whether B is packed per
     call or read from panels (any panel width that is a multiple of the

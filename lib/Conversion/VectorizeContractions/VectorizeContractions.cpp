@@ -209,8 +209,10 @@ static std::optional<SmallVector<unsigned>> dimsOfCView(Value view, Value c) {
 /// manipulation of floats) and i1.
 static std::optional<Epilogue> followingEpilogue(Operation *op,
                                                  Operation *after, Value c) {
+  // Allocations between touch neither C nor the inputs (an out-of-place
+  // epilogue's destination may be allocated right before it).
   Operation *next = after->getNextNode();
-  while (next && isMemoryEffectFree(next))
+  while (next && (isMemoryEffectFree(next) || isa<memref::AllocOp>(next)))
     next = next->getNextNode();
   auto generic = dyn_cast_or_null<linalg::GenericOp>(next);
   if (!generic || !generic.hasPureBufferSemantics() ||
@@ -236,9 +238,14 @@ static std::optional<Epilogue> followingEpilogue(Operation *op,
         round.getRoundingmodeAttr() ||
         !body.getArgument(generic.getNumDpsInputs()).use_empty())
       return std::nullopt;
+    // The GEMM stores into it: allocated before the contraction (an
+    // allocation after it, of static size, moves up).
     if (Operation *def = init.getDefiningOp();
-        def && def->getBlock() == op->getBlock() && !def->isBeforeInBlock(op))
-      return std::nullopt;
+        def && def->getBlock() == op->getBlock() && !def->isBeforeInBlock(op)) {
+      if (!isa<memref::AllocOp>(def) || def->getNumOperands() != 0)
+        return std::nullopt;
+      def->moveBefore(op);
+    }
     for (OpOperand *input : generic.getDpsInputOperands())
       if (input->get() == c &&
           generic.getMatchingIndexingMap(input).isIdentity())

@@ -396,3 +396,54 @@ func.func @negative_epilogue_into_f32_copy(%a: memref<40x32xf32>, %p: memref<3x1
   }
   return
 }
+
+// -----
+
+// The bf16 destination allocated between the contraction and its
+// epilogue (as bufferization leaves a first layer's hidden): the
+// allocation moves above the GEMM, which stores into it.
+// DOT-LABEL: func.func @epilogue_into_bf16_allocated_after
+// DOT: %[[D:.*]] = memref.alloc() {alignment = 64 : i64} : memref<40x48xbf16>
+// DOT: x86vector.avx512.dot
+// DOT: arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
+// DOT: vector.{{(masked)?}}store %{{.*}}, %[[D]]{{.*}} : memref<40x48xbf16>, vector<16xbf16>
+// DOT-NOT: linalg.generic
+// DOT: return %[[D]]
+#mk = affine_map<(m, k, n) -> (m, k)>
+#pairs = affine_map<(m, k, n) -> (n floordiv 16, k floordiv 2, n mod 16)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+#col = affine_map<(m, n) -> (n)>
+#id = affine_map<(m, n) -> (m, n)>
+func.func @epilogue_into_bf16_allocated_after(%a: memref<40x32xf32>, %p: memref<3x16x16xf32>, %c: memref<40x48xf32>,
+                                              %bias: memref<48xf32>) -> memref<40x48xbf16> {
+  linalg.generic {indexing_maps = [#mk, #pairs, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %p : memref<40x32xf32>, memref<3x16x16xf32>) outs(%c : memref<40x48xf32>) {
+  ^bb0(%x: f32, %word: f32, %acc: f32):
+    %k = linalg.index 1 : index
+    %c2 = arith.constant 2 : index
+    %rem = arith.remui %k, %c2 : index
+    %c0 = arith.constant 0 : index
+    %odd = arith.cmpi ne, %rem, %c0 : index
+    %bits = arith.bitcast %word : f32 to i32
+    %mask = arith.constant -65536 : i32
+    %high = arith.andi %bits, %mask : i32
+    %c16 = arith.constant 16 : i32
+    %low = arith.shli %bits, %c16 : i32
+    %half = arith.select %odd, %high, %low : i32
+    %w = arith.bitcast %half : i32 to f32
+    %t = arith.truncf %x : f32 to bf16
+    %r = arith.extf %t : bf16 to f32
+    %m = arith.mulf %r, %w : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  %d = memref.alloc() {alignment = 64 : i64} : memref<40x48xbf16>
+  linalg.generic {indexing_maps = [#id, #col, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%c, %bias : memref<40x48xf32>, memref<48xf32>) outs(%d : memref<40x48xbf16>) {
+  ^bb0(%v: f32, %b: f32, %out: bf16):
+    %s = arith.addf %v, %b : f32
+    %h = arith.truncf %s : f32 to bf16
+    linalg.yield %h : bf16
+  }
+  return %d : memref<40x48xbf16>
+}
