@@ -121,6 +121,24 @@ Value BF16PairProducts::roundToPairs(OpBuilder &b, Location loc,
   return vector::BitCastOp::create(b, loc, wordsType, halves);
 }
 
+Value BF16PairProducts::valuesToPairs(OpBuilder &b, Location loc,
+                                      Value values) const {
+  auto type = cast<VectorType>(values.getType());
+  if (!type.getElementType().isBF16())
+    return roundToPairs(b, loc, values);
+  return vector::BitCastOp::create(
+      b, loc, VectorType::get({type.getNumElements() / 2}, b.getI32Type()),
+      values);
+}
+
+Value BF16PairProducts::loadPairWords(OpBuilder &b, Location loc, Value source,
+                                      ValueRange indices, Value mask) const {
+  Type element = cast<MemRefType>(source.getType()).getElementType();
+  return valuesToPairs(b, loc,
+                       loadVector(b, loc, VectorType::get({2 * lanes}, element),
+                                  source, indices, mask));
+}
+
 void BF16PairProducts::roundRowsToPairs(
     OpBuilder &b, Location loc, Value pairs, Value rows, Value k, Value source,
     function_ref<SmallVector<Value>(OpBuilder &, Location, Value)> prefix)
@@ -130,7 +148,6 @@ void BF16PairProducts::roundRowsToPairs(
   };
   Value two = index(2);
   Value words = arith::CeilDivUIOp::create(b, loc, k, two);
-  auto valuesType = VectorType::get({2 * lanes}, b.getF32Type());
   auto maskType = [&](int64_t n) {
     return VectorType::get({n}, b.getI1Type());
   };
@@ -155,9 +172,8 @@ void BF16PairProducts::roundRowsToPairs(
       SmallVector<Value> at = base;
       at.push_back(first);
       // Lanes past k read 0: an odd k's last high half.
-      Value values = loadVector(b, loc, valuesType, source, at, valuesMask);
-      storeVector(b, loc, roundToPairs(b, loc, values), pairs, {row, j},
-                  wordsMask);
+      storeVector(b, loc, loadPairWords(b, loc, source, at, valuesMask), pairs,
+                  {row, j}, wordsMask);
     });
   });
 }
@@ -189,7 +205,6 @@ Value BF16PairProducts::packPanels(
     // panel, an L x L tile transposed in registers, are L word rows of the
     // panel. k past K reads 0. The panels of N's full multiples of L run
     // in a loop; the rest, unrolled, hold zeros past N.
-    auto valuesType = VectorType::get({2 * lanes}, b.getF32Type());
     auto wordsType = VectorType::get({lanes}, b.getI32Type());
     Value zeroWords =
         arith::ConstantOp::create(b, loc, wordsType, b.getZeroAttr(wordsType));
@@ -207,10 +222,8 @@ Value BF16PairProducts::packPanels(
         SmallVector<Value> rows(lanes, zeroWords);
         for (int64_t i = 0; i < columns; ++i) {
           Value column = arith::AddIOp::create(b, loc, n0, index(i));
-          rows[i] = roundToPairs(b, loc,
-                                 loadVector(b, loc, valuesType, source,
-                                            indices(b, loc, index(k0), column),
-                                            kMask));
+          rows[i] = loadPairWords(b, loc, source,
+                                  indices(b, loc, index(k0), column), kMask);
         }
         transposeInRegisters(b, loc, rows);
         for (int64_t w = w0; w < std::min(w0 + lanes, words); ++w)
@@ -228,7 +241,8 @@ Value BF16PairProducts::packPanels(
   // Two rows of B are read contiguously, interleaved and rounded: per word
   // row, the panels in turn, so that each row of B is read once, from
   // start to end.
-  auto rowType = VectorType::get({lanes}, b.getF32Type());
+  Type element = cast<MemRefType>(source.getType()).getElementType();
+  auto rowType = VectorType::get({lanes}, element);
   Value zeros =
       arith::ConstantOp::create(b, loc, rowType, b.getZeroAttr(rowType));
   SmallVector<int64_t> interleave;
@@ -253,7 +267,7 @@ Value BF16PairProducts::packPanels(
           arith::SelectOp::create(b, loc, hasOdd, row(oddOrEven), zeros);
       Value values =
           vector::ShuffleOp::create(b, loc, row(even), oddRow, interleave);
-      vector::StoreOp::create(b, loc, roundToPairs(b, loc, values), packed,
+      vector::StoreOp::create(b, loc, valuesToPairs(b, loc, values), packed,
                               ValueRange{p, j, index(0)});
     });
   });

@@ -37,12 +37,26 @@ Value ForwardBuilder::attention(Value x, const std::string &prefix,
                                 bool classQueriesOnly) {
   int64_t n = batchImages(model, options), t = model.tokensPerImage();
   int64_t d = model.modelWidth, heads = model.heads, dh = d / heads;
+  // With --precision=bf16 (and --bf16-attention) both products multiply
+  // operands rounded to bf16 (exact products, f32 sums: the pair
+  // microkernel); softmax stays f32. On the CPU that form is
+  // vmoe.attention, which convert-vmoe-to-scf lowers to one fused loop
+  // over images x heads, and q, k and v reach it as bf16 where the target
+  // rounds in one instruction (the projection's epilogue rounds them: half
+  // the bytes, and the attention reads pairs instead of rounding);
+  // elsewhere (f32 products, the GPU) the
+  // contractions and the softmax are linalg.generic ops, with k copied to
+  // kT first (AttentionBuilder.h).
+  bool bf16Products = options.precision == "bf16" && options.bf16Attention;
+  bool fused = bf16Products && options.target == "cpu";
+  bool rounded = fused && options.bf16Activations;
+  Type element = rounded ? Type(b.getBF16Type()) : Type(f32);
   Value q, k, v;
   if (!classQueriesOnly) {
-    Value qkv = linear(x, prefix + ".qkv");
+    Value qkv = linear(x, prefix + ".qkv", std::nullopt, rounded);
     // [N*T, 3D] -> [N, T, 3, heads, dh]; q, k, v as [N, T, heads, dh].
     Value split = tensor::ExpandShapeOp::create(
-        b, loc, RankedTensorType::get({n, t, 3, heads, dh}, f32), qkv,
+        b, loc, RankedTensorType::get({n, t, 3, heads, dh}, element), qkv,
         ArrayRef<ReassociationIndices>{{0, 1}, {2, 3, 4}});
     q = extractIndexOfDim(b, loc, split, 2, 0);
     k = extractIndexOfDim(b, loc, split, 2, 1);
@@ -51,29 +65,23 @@ Value ForwardBuilder::attention(Value x, const std::string &prefix,
     // The class tokens' queries alone ([N, D] -> [N, 1, heads, dh]: the
     // kernel's first D columns on their rows), keys and values of every
     // token (the other 2 D columns, [N*T, 2D] -> [N, T, 2, heads, dh]).
-    Value classQ =
-        linear(classTokens(x), prefix + ".qkv", std::make_pair(int64_t(0), d));
+    Value classQ = linear(classTokens(x), prefix + ".qkv",
+                          std::make_pair(int64_t(0), d), rounded);
     q = tensor::ExpandShapeOp::create(
-        b, loc, RankedTensorType::get({n, 1, heads, dh}, f32), classQ,
+        b, loc, RankedTensorType::get({n, 1, heads, dh}, element), classQ,
         ArrayRef<ReassociationIndices>{{0, 1}, {2, 3}});
-    Value kv = linear(x, prefix + ".qkv", std::make_pair(d, 2 * d));
+    Value kv = linear(x, prefix + ".qkv", std::make_pair(d, 2 * d), rounded);
     Value split = tensor::ExpandShapeOp::create(
-        b, loc, RankedTensorType::get({n, t, 2, heads, dh}, f32), kv,
+        b, loc, RankedTensorType::get({n, t, 2, heads, dh}, element), kv,
         ArrayRef<ReassociationIndices>{{0, 1}, {2, 3, 4}});
     k = extractIndexOfDim(b, loc, split, 2, 0);
     v = extractIndexOfDim(b, loc, split, 2, 1);
   }
-  // With --precision=bf16 (and --bf16-attention) both products multiply
-  // operands rounded to bf16 (exact products, f32 sums: the pair
-  // microkernel); softmax stays f32. On the CPU that form is
-  // vmoe.attention, which convert-vmoe-to-scf lowers to one fused loop
-  // over images x heads; elsewhere (f32 products, the GPU) the
-  // contractions and the softmax are linalg.generic ops, with k copied to
-  // kT first (AttentionBuilder.h).
-  bool bf16Products = options.precision == "bf16" && options.bf16Attention;
   Value context;
-  if (bf16Products && options.target == "cpu") {
-    context = AttentionOp::create(b, loc, q.getType(), q, k, v,
+  if (fused) {
+    auto resultType = RankedTensorType::get(
+        cast<RankedTensorType>(q.getType()).getShape(), f32);
+    context = AttentionOp::create(b, loc, resultType, q, k, v,
                                   /*bf16_products=*/b.getUnitAttr());
   } else {
     context =

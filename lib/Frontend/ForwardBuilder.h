@@ -137,9 +137,12 @@ public:
   /// (first and count multiples of the panel width), else a slice.
   Value kernelColumns(const std::string &name, int64_t first, int64_t count);
   /// x [M, K] . kernel [K, N] + bias [N] with `prefix`.kernel/.bias; with
-  /// `columns` = (first, count) only those output columns.
+  /// `columns` = (first, count) only those output columns; with
+  /// `roundToBF16` the sum rounded into a new bf16 tensor (for a consumer
+  /// that rounds its operands to bf16 anyway).
   Value linear(Value x, const std::string &prefix,
-               std::optional<std::pair<int64_t, int64_t>> columns = {});
+               std::optional<std::pair<int64_t, int64_t>> columns = {},
+               bool roundToBF16 = false);
   /// x [..., N] + v [N] (v broadcast over the leading dims).
   Value addBroadcastLast(Value x, Value v);
   /// a + b elementwise (same shape), written into b.

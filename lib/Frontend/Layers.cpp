@@ -57,9 +57,9 @@ Value ForwardBuilder::weight(const std::string &name) {
 }
 
 /// x [M, K] . kernel [K, N] + bias [N] (or their `columns`).
-Value ForwardBuilder::linear(
-    Value x, const std::string &prefix,
-    std::optional<std::pair<int64_t, int64_t>> columns) {
+Value ForwardBuilder::linear(Value x, const std::string &prefix,
+                             std::optional<std::pair<int64_t, int64_t>> columns,
+                             bool roundToBF16) {
   Value w = columns ? kernelColumns(prefix + ".kernel", columns->first,
                                     columns->second)
                     : kernel(prefix + ".kernel");
@@ -84,7 +84,25 @@ Value ForwardBuilder::linear(
            IteratorType::parallel},
           buildMultiplyAccumulateBody)
           .getResult(0);
-  return addBroadcastLast(product, bias);
+  if (!roundToBF16)
+    return addBroadcastLast(product, bias);
+  // product + bias rounded into a bf16 tensor of its own (the GEMM's
+  // epilogue out of place, vmoe-vectorize-contractions).
+  Value rounded = emptyTensor(b, loc, {b.getIndexAttr(m), b.getIndexAttr(n)},
+                              b.getBF16Type());
+  return linalg::GenericOp::create(
+             b, loc, rounded.getType(), ValueRange{product, bias},
+             ValueRange{rounded},
+             {b.getMultiDimIdentityMap(2), projectionMap(ctx, 2, {1}),
+              b.getMultiDimIdentityMap(2)},
+             SmallVector<IteratorType>(2, IteratorType::parallel),
+             [](OpBuilder &b, Location loc, ValueRange args) {
+               Value sum = arith::AddFOp::create(b, loc, args[0], args[1]);
+               linalg::YieldOp::create(b, loc,
+                                       ValueRange{arith::TruncFOp::create(
+                                           b, loc, b.getBF16Type(), sum)});
+             })
+      .getResult(0);
 }
 
 /// x [..., N] + v [N] (v broadcast over the leading dims).

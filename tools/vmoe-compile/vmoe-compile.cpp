@@ -663,6 +663,7 @@ int main(int argc, char **argv) {
           bf16Speedup > 0 ? std::optional<double>(bf16Speedup) : std::nullopt);
       if (!choice.bf16)
         options.precision = "f32";
+      options.bf16Activations = choice.bf16 && choice.dot;
       llvm::WithColor::note(llvm::errs(), "vmoe-compile")
           << "--precision=bf16: "
           << (choice.bf16 ? (choice.dot ? "bf16 kernels with vdpbf16ps"

@@ -35,11 +35,19 @@ struct BF16PairProducts {
   /// f32 bits, so that targets without bf16 instructions need no runtime
   /// library call.
   Value roundToPairs(OpBuilder &b, Location loc, Value values) const;
+  /// `values` (vector<2 x lanes>) as lanes pair words: f32 rounded
+  /// (roundToPairs), bf16 (already rounded) bitcast as they are.
+  Value valuesToPairs(OpBuilder &b, Location loc, Value values) const;
+  /// The 2 x lanes values of `source` (f32 or bf16) from `indices` on
+  /// (contiguous; lanes past `mask` read 0) as lanes pair words.
+  Value loadPairWords(OpBuilder &b, Location loc, Value source,
+                      ValueRange indices, Value mask) const;
   /// Rounds rows [0, rows) of an f32 matrix to pairs: row r of `pairs`
   /// (memref<R x ceil(k/2) x i32>, R >= rows) becomes
   /// source[prefix(r)..., 0 .. k) as pair words, the high half 0 past an
   /// odd k. 2 x lanes values (lanes words) per step, masked past k; the
-  /// source rows are contiguous along k.
+  /// source rows are contiguous along k. A bf16 source (already rounded)
+  /// is copied word for word.
   void roundRowsToPairs(
       OpBuilder &b, Location loc, Value pairs, Value rows, Value k,
       Value source,
@@ -48,7 +56,8 @@ struct BF16PairProducts {
   /// B [K, N] (static) rounded to `panels` pair panels [panels,
   /// ceil(K/2), lanes] of i32, a new memref.alloca: word (p, j, i) holds
   /// bf16(B[2j, p lanes + i]) low and bf16(B[2j + 1, p lanes + i]) high, 0
-  /// past K and N. `indices(k, n)` are the indices of B[k, n] in `source`,
+  /// past K and N (a bf16 `source` taken as it is). `indices(k, n)` are
+  /// the indices of B[k, n] in `source`,
   /// whose elements are contiguous along n, or along k with `transposed`
   /// (then the words of `lanes` columns, a lanes x lanes tile, are
   /// transposed in registers).

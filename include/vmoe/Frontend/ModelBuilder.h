@@ -52,6 +52,12 @@ struct BuildOptions {
   /// With precision "bf16": the blocks' attention products q kᵀ and p v
   /// multiply operands rounded to bf16 (f32 sums); else they stay f32.
   bool bf16Attention = true;
+  /// With precision "bf16" and bf16 attention products on the CPU: the qkv
+  /// projection rounds q, k and v into bf16 tensors, which the attention
+  /// reads as they are (set where the target rounds to bf16 in one
+  /// instruction, AVX512_BF16; else they stay f32 and the attention
+  /// rounds them: the same values).
+  bool bf16Activations = false;
   /// Compute every token's row in the last block even where only the class
   /// token reaches the head (head `token`). Off by default: the last block
   /// then skips the rows nothing reads (docs/ModelFormat.md §5).

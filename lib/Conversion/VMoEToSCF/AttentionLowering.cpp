@@ -131,9 +131,33 @@ struct AttentionOpLowering : OpConversionPattern<AttentionOp> {
       ContractionBodyFn body = op.getBf16Products()
                                    ? buildBF16RoundedContractionBody
                                    : buildMultiplyAccumulateBody;
+      // bf16 operands widened to f32 first: their rounding to bf16 in the
+      // contractions gives them back exactly.
+      auto widened = [&](Value tensor) -> Value {
+        auto type = cast<RankedTensorType>(tensor.getType());
+        if (type.getElementType().isF32())
+          return tensor;
+        Value init =
+            tensor::EmptyOp::create(b, loc, type.getShape(), b.getF32Type());
+        AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+        return linalg::GenericOp::create(
+                   b, loc, init.getType(), ValueRange{tensor}, ValueRange{init},
+                   {id, id},
+                   SmallVector<utils::IteratorType>(
+                       type.getRank(), utils::IteratorType::parallel),
+                   [](OpBuilder &b, Location loc, ValueRange args) {
+                     linalg::YieldOp::create(
+                         b, loc,
+                         ValueRange{arith::ExtFOp::create(
+                             b, loc, b.getF32Type(), args[0],
+                             arith::FastMathFlagsAttr())});
+                   })
+            .getResult(0);
+      };
       rewriter.replaceOp(op, buildAttentionGenerics(
-                                 b, loc, adaptor.getQ(), adaptor.getK(),
-                                 adaptor.getV(), body,
+                                 b, loc, widened(adaptor.getQ()),
+                                 widened(adaptor.getK()),
+                                 widened(adaptor.getV()), body,
                                  /*copyKTransposed=*/!op.getBf16Products()));
       return success();
     }

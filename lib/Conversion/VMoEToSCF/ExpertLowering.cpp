@@ -7,9 +7,10 @@
 // vmoe.expert_ffn becomes two batched contractions over the E x G x B x D
 // buffers with the bias and the activation in between, each a
 // linalg.generic whose innermost loop runs over the contiguous output dim.
-// When the second kernel is stored as bf16 pairs, the hidden is a bf16
-// tensor: the bias and activation round it, the second contraction widens
-// it (the same values as rounding an f32 hidden's rows in the GEMM).
+// When the second kernel is stored as bf16 pairs and the target rounds
+// to bf16 in one instruction (bf16-dot), the hidden is a bf16 tensor: the
+// bias and activation round it, the second contraction widens it (the
+// same values as rounding an f32 hidden's rows in the GEMM).
 //
 //===----------------------------------------------------------------------===//
 
@@ -69,12 +70,14 @@ static bool isBF16PairKernel(Value kernel) {
 
 /// in[e, g, b, n] + bias[e, n], then `activation` when given, in place;
 /// `roundedToBF16`: the result only feeds a bf16 pair GEMM, which reads it
-/// rounded to bf16: it is stored as a new bf16 tensor (half the bytes, and
-/// the GEMM reads its pairs of k as they are instead of rounding its rows).
+/// rounded to bf16; `storeBF16`: it is then stored as a new bf16 tensor
+/// (half the bytes, and the GEMM reads its pairs of k as they are instead
+/// of rounding its rows).
 static Value buildBiasActivation(OpBuilder &b, Location loc, Value in,
                                  Value bias,
                                  std::optional<Activation> activation,
-                                 bool roundedToBF16 = false) {
+                                 bool roundedToBF16 = false,
+                                 bool storeBF16 = false) {
   MLIRContext *ctx = b.getContext();
   auto d = [&](unsigned i) { return getAffineDimExpr(i, ctx); };
   AffineMap id = b.getMultiDimIdentityMap(4);
@@ -85,7 +88,7 @@ static Value buildBiasActivation(OpBuilder &b, Location loc, Value in,
       v = buildActivation(b, loc, *activation, v, roundedToBF16);
     return v;
   };
-  if (roundedToBF16) {
+  if (storeBF16) {
     Value init = emptyTensor(b, loc, mixedSizes(b, loc, in), b.getBF16Type());
     return linalg::GenericOp::create(
                b, loc, init.getType(), ValueRange{in, bias}, ValueRange{init},
@@ -114,7 +117,9 @@ namespace {
 
 /// vmoe.expert_ffn -> matmul, bias + activation, matmul, bias.
 struct ExpertFFNOpLowering : OpConversionPattern<ExpertFFNOp> {
-  using OpConversionPattern::OpConversionPattern;
+  ExpertFFNOpLowering(MLIRContext *context, bool bf16Hidden)
+      : OpConversionPattern(context), bf16Hidden(bf16Hidden) {}
+  bool bf16Hidden;
 
   LogicalResult
   matchAndRewrite(ExpertFFNOp op, OpAdaptor adaptor,
@@ -122,9 +127,10 @@ struct ExpertFFNOpLowering : OpConversionPattern<ExpertFFNOp> {
     Location loc = op.getLoc();
     Value hidden =
         buildExpertMatmul(rewriter, loc, adaptor.getBuffers(), adaptor.getW1());
+    bool pairs = isBF16PairKernel(op.getW2());
     hidden =
         buildBiasActivation(rewriter, loc, hidden, adaptor.getB1(),
-                            op.getActivation(), isBF16PairKernel(op.getW2()));
+                            op.getActivation(), pairs, pairs && bf16Hidden);
     Value out = buildExpertMatmul(rewriter, loc, hidden, adaptor.getW2());
     out = buildBiasActivation(rewriter, loc, out, adaptor.getB2(),
                               std::nullopt);
@@ -169,6 +175,7 @@ struct ExpertSwiGLUOpLowering : OpConversionPattern<ExpertSwiGLUOp> {
 } // namespace
 
 void mlir::vmoe::lowering::populateExpertLoweringPatterns(
-    RewritePatternSet &patterns) {
-  patterns.add<ExpertFFNOpLowering, ExpertSwiGLUOpLowering>(patterns.getContext());
+    RewritePatternSet &patterns, bool bf16Hidden) {
+  patterns.add<ExpertFFNOpLowering>(patterns.getContext(), bf16Hidden);
+  patterns.add<ExpertSwiGLUOpLowering>(patterns.getContext());
 }

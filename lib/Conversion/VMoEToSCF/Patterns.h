@@ -27,7 +27,11 @@ void populateRouteLoweringPatterns(RewritePatternSet &patterns);
 void populateDispatchLoweringPatterns(RewritePatternSet &patterns);
 
 /// expert_ffn.
-void populateExpertLoweringPatterns(RewritePatternSet &patterns);
+/// `bf16Hidden`: an expert_ffn whose second kernel is stored as bf16 pairs
+/// keeps its hidden as a bf16 tensor (the target rounds f32 to bf16 in one
+/// instruction: bf16-dot); else an f32 hidden its GEMM rounds.
+void populateExpertLoweringPatterns(RewritePatternSet &patterns,
+                                    bool bf16Hidden);
 
 /// fused_route (as route, bpr_sort and assign_slots per group).
 void populateFusedRouteLoweringPatterns(RewritePatternSet &patterns);

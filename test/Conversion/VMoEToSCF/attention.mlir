@@ -87,3 +87,44 @@ func.func @long_sequence(%q: tensor<1x2048x1x64xf32>, %k: tensor<1x2048x1x64xf32
       : tensor<1x2048x1x64xf32>, tensor<1x2048x1x64xf32>, tensor<1x2048x1x64xf32>
   return %c : tensor<1x2048x1x64xf32>
 }
+
+// -----
+
+// q, k and v already rounded to bf16 (the qkv projection's epilogue): the
+// same fused loop reads their pairs as they are. k's rows are copied word
+// for word (two bf16 loaded as one i32 lane), the qᵀ panels transpose the
+// words of q's rows, v's panels interleave two bf16 rows; nothing is
+// rounded but the probabilities (f32 softmax). The result is f32.
+// DOT-LABEL: func.func @bf16_operands
+// DOT: scf.forall
+// DOT: vector.maskedload %{{.*}} : memref<2x50x3x40xbf16, strided<{{.*}}>>, vector<32xi1>, vector<32xbf16> into vector<32xbf16>
+// DOT-NEXT: vector.bitcast %{{.*}} : vector<32xbf16> to vector<16xi32>
+// DOT: vector.shuffle
+// DOT: vector.maskedload %{{.*}} : memref<2x50x3x40xbf16, strided<{{.*}}>>, vector<16xi1>, vector<16xbf16> into vector<16xbf16>
+// DOT: vector.shuffle %{{.*}}, %{{.*}} [0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31] : vector<16xbf16>, vector<16xbf16>
+// DOT-NEXT: vector.bitcast %{{.*}} : vector<32xbf16> to vector<16xi32>
+// DOT: x86vector.avx512.dot
+// DOT-NOT: linalg.
+// DOT: return %{{.*}} : tensor<2x50x3x40xf32>
+func.func @bf16_operands(%q: tensor<2x50x3x40xbf16>, %k: tensor<2x50x3x40xbf16>, %v: tensor<2x50x3x40xbf16>) -> tensor<2x50x3x40xf32> {
+  %c = vmoe.attention %q, %k, %v {bf16_products}
+      : tensor<2x50x3x40xbf16>, tensor<2x50x3x40xbf16>, tensor<2x50x3x40xbf16>
+  return %c : tensor<2x50x3x40xf32>
+}
+
+// -----
+
+// bf16 operands of an item too large for the fused loop are widened to f32
+// first (exact), then take the unfused bf16 contractions, which round them
+// back to the same values.
+// DOT-LABEL: func.func @long_sequence_bf16
+// DOT-NOT: scf.forall
+// DOT: linalg.generic
+// DOT: arith.extf %{{.*}} : bf16 to f32
+// DOT: arith.truncf
+// DOT-LABEL: return
+func.func @long_sequence_bf16(%q: tensor<1x2048x1x64xbf16>, %k: tensor<1x2048x1x64xbf16>, %v: tensor<1x2048x1x64xbf16>) -> tensor<1x2048x1x64xf32> {
+  %c = vmoe.attention %q, %k, %v {bf16_products}
+      : tensor<1x2048x1x64xbf16>, tensor<1x2048x1x64xbf16>, tensor<1x2048x1x64xbf16>
+  return %c : tensor<1x2048x1x64xf32>
+}

@@ -1,5 +1,6 @@
 // RUN: vmoe-opt %s -split-input-file -convert-vmoe-to-scf | FileCheck %s
 // RUN: vmoe-opt %s -split-input-file -convert-vmoe-to-scf="vector-width=32" | FileCheck %s --check-prefix=WIDE
+// RUN: vmoe-opt %s -split-input-file -convert-vmoe-to-scf="bf16-dot=true" | FileCheck %s --check-prefix=DOT
 
 // Dense kernels stored as bf16 pair panels (--precision=bf16): the
 // contraction reading the unpacked kernel as its B (k, n) operand reads the
@@ -84,18 +85,13 @@ func.func @dense_bf16_pairs_odd_k(%x: tensor<7x9xf32>, %p: tensor<1x5x16xf32>,
 // CHECK: #[[$PE:.*]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d4 floordiv 16, d3 floordiv 2, d4 mod 16)>
 // CHECK-LABEL: func.func @dense_mlp_bf16_pairs
 // CHECK-NOT: vmoe.unpack_panels
-// Its hidden only feeds the second matmul, which multiplies it rounded to
-// bf16: the bias and GELU between them write a new bf16 tensor (ending in
-// the rounding), and the second matmul widens its elements (extf, no
-// truncf). The GELU takes the logistic form v * 1 / (1 + 2^t)
-// (buildActivation with roundedToBF16): t clamped, split by the
-// 1.5 * 2^23 rounding shift, 2^f a degree-5 polynomial, 2^n from the
-// shifted sum's bits; no math.tanh.
-// CHECK: %[[H:.*]] = linalg.generic {indexing_maps = [#{{.*}}, #[[$PE]], #{{.*}}]{{.*}}ins(%{{.*}}, %{{.*}} : tensor<1x1x8x32xf32>, tensor<1x3x16x16xf32>)
+// Its hidden is rounded to bf16 by the second matmul, so the GELU between
+// them takes the logistic form v * 1 / (1 + 2^t) (buildActivation with
+// roundedToBF16): t clamped, split by the 1.5 * 2^23 rounding shift, 2^f
+// a degree-5 polynomial, 2^n from the shifted sum's bits; no math.tanh.
+// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #[[$PE]], #{{.*}}]{{.*}}ins(%{{.*}}, %{{.*}} : tensor<1x1x8x32xf32>, tensor<1x3x16x16xf32>)
 // CHECK: arith.truncf
-// CHECK: %[[HB:.*]] = tensor.empty() : tensor<1x1x8x48xbf16>
 // CHECK: linalg.generic
-// CHECK-SAME: ins(%[[H]], %{{.*}} : tensor<1x1x8x48xf32>, tensor<1x48xf32>) outs(%[[HB]] : tensor<1x1x8x48xbf16>)
 // CHECK-NOT: math.tanh
 // CHECK: arith.cmpf ogt
 // CHECK: arith.select
@@ -110,15 +106,29 @@ func.func @dense_bf16_pairs_odd_k(%x: tensor<7x9xf32>, %p: tensor<1x5x16xf32>,
 // CHECK: arith.bitcast %[[EXP]] : i32 to f32
 // CHECK: arith.divf
 // CHECK-NOT: math.tanh
-// CHECK: %[[R:.*]] = arith.mulf
-// CHECK-NEXT: %[[RB:.*]] = arith.truncf %[[R]] : f32 to bf16
-// CHECK-NEXT: linalg.yield %[[RB]] : bf16
-// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #[[$PE]], #{{.*}}]{{.*}}ins(%{{.*}}, %{{.*}} : tensor<1x1x8x48xbf16>, tensor<1x2x24x16xf32>)
-// CHECK: ^bb0(%[[HIN:.*]]: bf16, %{{.*}}: f32, %{{.*}}: f32):
-// CHECK-NOT: arith.truncf
-// CHECK: arith.extf %[[HIN]] : bf16 to f32
-// CHECK-NOT: arith.truncf
-// CHECK: linalg.yield %{{.*}} : f32
+// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #[[$PE]], #{{.*}}]{{.*}}ins(%{{.*}}, %{{.*}} : tensor<1x1x8x48xf32>, tensor<1x2x24x16xf32>)
+// CHECK: arith.truncf
+// With bf16-dot (the target rounds to bf16 in one instruction) the hidden
+// only feeds the second matmul, which multiplies it rounded to bf16: the
+// bias and GELU between them write a new bf16 tensor (ending in the
+// rounding), and the second matmul widens its elements (extf, no truncf).
+// DOT-LABEL: func.func @dense_mlp_bf16_pairs
+// DOT: %[[H:.*]] = linalg.generic {indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}]{{.*}}ins(%{{.*}}, %{{.*}} : tensor<1x1x8x32xf32>, tensor<1x3x16x16xf32>)
+// DOT: arith.truncf
+// DOT: %[[HB:.*]] = tensor.empty() : tensor<1x1x8x48xbf16>
+// DOT: linalg.generic
+// DOT-SAME: ins(%[[H]], %{{.*}} : tensor<1x1x8x48xf32>, tensor<1x48xf32>) outs(%[[HB]] : tensor<1x1x8x48xbf16>)
+// DOT-NOT: math.tanh
+// DOT: arith.divf
+// DOT: %[[R:.*]] = arith.mulf
+// DOT-NEXT: %[[RB:.*]] = arith.truncf %[[R]] : f32 to bf16
+// DOT-NEXT: linalg.yield %[[RB]] : bf16
+// DOT: linalg.generic {{.*}}ins(%{{.*}}, %{{.*}} : tensor<1x1x8x48xbf16>, tensor<1x2x24x16xf32>)
+// DOT: ^bb0(%[[HIN:.*]]: bf16, %{{.*}}: f32, %{{.*}}: f32):
+// DOT-NOT: arith.truncf
+// DOT: arith.extf %[[HIN]] : bf16 to f32
+// DOT-NOT: arith.truncf
+// DOT: linalg.yield %{{.*}} : f32
 func.func @dense_mlp_bf16_pairs(%x: tensor<1x1x8x32xf32>, %p1: tensor<1x3x16x16xf32>, %b1: tensor<1x48xf32>,
                                 %p2: tensor<1x2x24x16xf32>, %b2: tensor<1x32xf32>) -> tensor<1x1x8x32xf32> {
   %w1 = vmoe.unpack_panels %p1 {storage = #vmoe.panel_storage<bf16_pairs>} : tensor<1x3x16x16xf32> -> tensor<1x32x48xf32>

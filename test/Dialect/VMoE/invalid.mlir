@@ -824,10 +824,29 @@ func.func @negative_attention_rank(%q: tensor<50x8x64xf32>, %k: tensor<2x50x8x64
 
 // -----
 
-/// attention-C1: f32 only.
+/// attention-C1: f32, or bf16 with bf16_products; f16 never.
 func.func @negative_attention_f16(%q: tensor<2x50x8x64xf16>, %k: tensor<2x50x8x64xf16>, %v: tensor<2x50x8x64xf16>) {
-  // expected-error @+1 {{'q' must be f32, got 'f16'}}
-  %c = vmoe.attention %q, %k, %v : tensor<2x50x8x64xf16>, tensor<2x50x8x64xf16>, tensor<2x50x8x64xf16>
+  // expected-error @+1 {{'q' must be f32 (or bf16 with bf16_products), got 'f16'}}
+  %c = vmoe.attention %q, %k, %v {bf16_products} : tensor<2x50x8x64xf16>, tensor<2x50x8x64xf16>, tensor<2x50x8x64xf16>
+  return
+}
+
+// -----
+
+/// attention-C1: bf16 operands only with bf16_products (f32 products of
+/// bf16 values would be a different op).
+func.func @negative_attention_bf16_without_products(%q: tensor<2x50x8x64xbf16>, %k: tensor<2x50x8x64xbf16>, %v: tensor<2x50x8x64xbf16>) {
+  // expected-error @+1 {{'q' must be f32 (or bf16 with bf16_products), got 'bf16'}}
+  %c = vmoe.attention %q, %k, %v : tensor<2x50x8x64xbf16>, tensor<2x50x8x64xbf16>, tensor<2x50x8x64xbf16>
+  return
+}
+
+// -----
+
+/// q, k and v of one element type.
+func.func @negative_attention_mixed_types(%q: tensor<2x50x8x64xbf16>, %k: tensor<2x50x8x64xf32>, %v: tensor<2x50x8x64xf32>) {
+  // expected-error @+1 {{all of {q, k, v} have same element type}}
+  %c = "vmoe.attention"(%q, %k, %v) {bf16_products} : (tensor<2x50x8x64xbf16>, tensor<2x50x8x64xf32>, tensor<2x50x8x64xf32>) -> tensor<2x50x8x64xf32>
   return
 }
 
@@ -860,9 +879,9 @@ func.func @negative_attention_q_heads(%q: tensor<2x1x4x64xf32>, %k: tensor<2x50x
 
 // -----
 
-/// The result has q's type.
+/// The result has q's shape, in f32.
 func.func @negative_attention_result(%q: tensor<2x50x8x64xf32>, %k: tensor<2x50x8x64xf32>, %v: tensor<2x50x8x64xf32>) {
-  // expected-error @+1 {{all of {q, result} have same type}}
+  // expected-error @+1 {{result has q's shape in f32}}
   %c = "vmoe.attention"(%q, %k, %v) : (tensor<2x50x8x64xf32>, tensor<2x50x8x64xf32>, tensor<2x50x8x64xf32>) -> tensor<2x1x8x64xf32>
   return
 }

@@ -328,6 +328,20 @@ func.func @attention_bf16(%q: tensor<8x50x8x64xf32>, %k: tensor<8x50x8x64xf32>, 
 
 // -----
 
+// q, k and v already rounded to bf16 (the qkv projection's epilogue); the
+// result is f32 of q's shape.
+// CHECK-LABEL: func.func @attention_bf16_operands
+// CHECK: %[[C:.*]] = vmoe.attention %{{.*}}, %{{.*}}, %{{.*}} {bf16_products}
+// CHECK-SAME: : tensor<8x1x8x64xbf16>, tensor<8x50x8x64xbf16>, tensor<8x50x8x64xbf16>
+// CHECK: return %[[C]] : tensor<8x1x8x64xf32>
+func.func @attention_bf16_operands(%q: tensor<8x1x8x64xbf16>, %k: tensor<8x50x8x64xbf16>, %v: tensor<8x50x8x64xbf16>) -> tensor<8x1x8x64xf32> {
+  %c = vmoe.attention %q, %k, %v {bf16_products}
+      : tensor<8x1x8x64xbf16>, tensor<8x50x8x64xbf16>, tensor<8x50x8x64xbf16>
+  return %c : tensor<8x1x8x64xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @attention_class_queries_f32
 // CHECK: vmoe.attention %{{.*}}, %{{.*}}, %{{.*}} :
 // CHECK-SAME: tensor<2x1x3x40xf32>, tensor<2x17x3x40xf32>, tensor<2x17x3x40xf32>

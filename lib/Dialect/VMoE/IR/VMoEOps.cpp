@@ -778,8 +778,10 @@ LogicalResult AttentionOp::verify() {
       return emitOpError() << "'" << name
                            << "' must have rank 4 (N x T x H x dh), got rank "
                            << type.getRank();
-    if (!type.getElementType().isF32())
-      return emitOpError() << "'" << name << "' must be f32, got "
+    if (!type.getElementType().isF32() &&
+        !(type.getElementType().isBF16() && getBf16Products()))
+      return emitOpError() << "'" << name
+                           << "' must be f32 (or bf16 with bf16_products), got "
                            << type.getElementType();
     if (!type.hasStaticShape())
       return emitOpError() << "'" << name << "' must have a static shape, got "

@@ -932,7 +932,11 @@ def VMoE_UnpackPanelsOp : VMoE_Op<"unpack_panels", [Pure,
 //===----------------------------------------------------------------------===//
 
 def VMoE_AttentionOp : VMoE_Op<"attention", [Pure,
-    AllTypesMatch<["q", "result"]>, AllElementTypesMatch<["q", "k", "v"]>]> {
+    TypesMatchWith<"result has q's shape in f32", "q", "result",
+                   "::mlir::RankedTensorType::get("
+                   "::llvm::cast<::mlir::RankedTensorType>($_self).getShape(), "
+                   "::mlir::Float32Type::get($_self.getContext()))">,
+    AllElementTypesMatch<["q", "k", "v"]>]> {
   let summary = "Multi-head scaled dot-product attention, heads as a dim";
   let description = [{
     The self-attention of a ViT block between its qkv and output
@@ -956,14 +960,20 @@ def VMoE_AttentionOp : VMoE_Op<"attention", [Pure,
     (no scores or probabilities tensors, one parallel region instead of
     six). Without `bf16_products` it lowers to linalg.generic
     contractions, the kᵀ copy and the softmax (vmoe-vectorize-contractions
-    runs the contractions on the GEMM microkernel).
+    runs the contractions on the GEMM microkernel). With `bf16_products` q,
+    k and v may also come as bf16 (already rounded: the qkv projection's
+    epilogue rounds them with `--precision=bf16`); the fused loop then
+    reads their pairs as they are. The result is f32 either way.
 
-    Rules: attention-C1 (q, k, v of rank 4, f32, static shapes), attention-C2 (k and v
-    of one shape), attention-C3 (q has k's N, H and dh).
+    Rules: attention-C1 (q, k, v of rank 4, static shapes, f32, or bf16
+    with `bf16_products`), attention-C2 (k and v of one shape), attention-C3
+    (q has k's N, H and dh).
 
     ```mlir
     %ctx = vmoe.attention %q, %k, %v {bf16_products}
         : tensor<8x50x8x64xf32>, tensor<8x50x8x64xf32>, tensor<8x50x8x64xf32>
+    %ctx2 = vmoe.attention %qb, %kb, %vb {bf16_products}
+        : tensor<8x1x8x64xbf16>, tensor<8x50x8x64xbf16>, tensor<8x50x8x64xbf16>
     ```
   }];
   let arguments = (ins VMoE_FloatTensor:$q, VMoE_FloatTensor:$k,
