@@ -120,6 +120,7 @@ struct GemmEmitter {
   Value m, n, k;
   int64_t kcRows; ///< Rows of B per packed block.
   VectorType vectorType;
+  Value mBegin; ///< The first row (null: 0); rows [mBegin, m).
 
   /// The first column of vector `v` of the panel at `n0`.
   Value column(OpBuilder &b, Location loc, Value n0, int64_t v) const {
@@ -302,9 +303,12 @@ struct GemmEmitter {
                 Value kc0, Value kLen, Value isFirst, Value isLast,
                 bool alwaysFull) const {
     Value tileRows = cst(b, loc, shape.rows);
-    Value left = arith::RemUIOp::create(b, loc, m, tileRows);
+    Value begin = mBegin ? mBegin : cst(b, loc, 0);
+    Value left = arith::RemUIOp::create(
+        b, loc, mBegin ? arith::SubIOp::create(b, loc, m, mBegin) : m,
+        tileRows);
     Value fullEnd = arith::SubIOp::create(b, loc, m, left);
-    forLoop(b, loc, cst(b, loc, 0), fullEnd, tileRows,
+    forLoop(b, loc, begin, fullEnd, tileRows,
             [&](OpBuilder &b, Location loc, Value m0) {
               tile(b, loc, packed, p, n0, m0, shape.rows, kc0, kLen, isFirst,
                    isLast, alwaysFull);
@@ -368,7 +372,7 @@ void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
   constexpr int64_t kc = kBlockRows;
   bool alwaysFull = staticN && *staticN % width == 0;
   auto vectorType = VectorType::get({shape.lanes}, b.getF32Type());
-  GemmEmitter emitter{shape, access, m, n, k, kc, vectorType};
+  GemmEmitter emitter{shape, access, m, n, k, kc, vectorType, Value()};
 
   Value widthValue = cst(b, loc, width);
   Value kcValue = cst(b, loc, kc), ncValue = cst(b, loc, nc);
@@ -382,7 +386,7 @@ void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
   // One column block: its own packing scratch and its own columns of C, so
   // blocks may run on any threads with the same result.
   auto blockBody = [&](OpBuilder &b, Location loc, Value jc, Value ncLen,
-                       Value packed) {
+                       Value packed, const GemmEmitter &emitter) {
     Value panels = arith::CeilDivSIOp::create(b, loc, ncLen, widthValue);
     forLoop(b, loc, cst(b, loc, 0), k, kcValue,
             [&](OpBuilder &b, Location loc, Value kc0) {
@@ -404,15 +408,16 @@ void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
                       });
             });
   };
-  auto columnBlock = [&](OpBuilder &b, Location loc, Value jc, Value ncLen) {
+  auto columnBlock = [&](OpBuilder &b, Location loc, Value jc, Value ncLen,
+                         const GemmEmitter &emitter) {
     // B in panel layout already (f32 or bf16 pairs): no scratch, no packing.
     if (access.loadPackedB || access.loadBPairs) {
-      blockBody(b, loc, jc, ncLen, Value());
+      blockBody(b, loc, jc, ncLen, Value(), emitter);
       return;
     }
     // The caller's block scratch, reused by each block in turn.
     if (scratch) {
-      blockBody(b, loc, jc, ncLen, scratch);
+      blockBody(b, loc, jc, ncLen, scratch, emitter);
       return;
     }
     // The stack pointer is restored after the block, so a loop of blocks
@@ -423,22 +428,43 @@ void mlir::vmoe::emitGemm(OpBuilder &b, Location loc, Value m, Value n,
         b, loc, LLVM::LLVMPointerType::get(b.getContext()));
     Value packed = memref::AllocaOp::create(b, loc, blockScratchType(b, shape),
                                             b.getI64IntegerAttr(64));
-    blockBody(b, loc, jc, ncLen, packed);
+    blockBody(b, loc, jc, ncLen, packed, emitter);
     LLVM::StackRestoreOp::create(b, loc, stack);
+  };
+  auto allColumns = [&](OpBuilder &b, Location loc,
+                        const GemmEmitter &emitter) {
+    forLoop(b, loc, cst(b, loc, 0), n, ncValue,
+            [&](OpBuilder &b, Location loc, Value jc) {
+              columnBlock(
+                  b, loc, jc,
+                  arith::MinSIOp::create(b, loc, ncValue,
+                                         arith::SubIOp::create(b, loc, n, jc)),
+                  emitter);
+            });
   };
   if (parallelThreads) {
     assert(!scratch && "parallel blocks need a scratch each");
+    // One panel of columns (a router's few experts): balanced blocks of
+    // row tiles instead, each over all of n (packing B itself). Rows
+    // split, the sums over k are the same whatever the thread count.
+    if (staticN && *staticN <= width) {
+      emitBalancedBlocks(b, loc, m, shape.rows, /*maxUnitsPerBlock=*/0,
+                         parallelThreads,
+                         [&](OpBuilder &b, Location loc, Value r0, Value rows) {
+                           GemmEmitter block = emitter;
+                           block.mBegin = r0;
+                           block.m = arith::AddIOp::create(b, loc, r0, rows);
+                           allColumns(b, loc, block);
+                         });
+      return;
+    }
     emitBalancedBlocks(b, loc, n, width, nc / width, parallelThreads,
-                       columnBlock);
+                       [&](OpBuilder &b, Location loc, Value jc, Value ncLen) {
+                         columnBlock(b, loc, jc, ncLen, emitter);
+                       });
     return;
   }
-  forLoop(b, loc, cst(b, loc, 0), n, ncValue,
-          [&](OpBuilder &b, Location loc, Value jc) {
-            columnBlock(b, loc, jc,
-                        arith::MinSIOp::create(
-                            b, loc, ncValue,
-                            arith::SubIOp::create(b, loc, n, jc)));
-          });
+  allColumns(b, loc, emitter);
 }
 
 void mlir::vmoe::emitBalancedBlocks(
@@ -447,10 +473,13 @@ void mlir::vmoe::emitBalancedBlocks(
     llvm::function_ref<void(OpBuilder &, Location, Value, Value)> body) {
   Value unitValue = cst(b, loc, unit);
   Value units = arith::CeilDivUIOp::create(b, loc, extent, unitValue);
-  Value fewest = arith::CeilDivUIOp::create(b, loc, units,
-                                            cst(b, loc, maxUnitsPerBlock));
-  Value blocks = arith::MulIOp::create(
-      b, loc, arith::CeilDivUIOp::create(b, loc, fewest, threads), threads);
+  Value blocks = threads;
+  if (maxUnitsPerBlock > 0) {
+    Value fewest = arith::CeilDivUIOp::create(b, loc, units,
+                                              cst(b, loc, maxUnitsPerBlock));
+    blocks = arith::MulIOp::create(
+        b, loc, arith::CeilDivUIOp::create(b, loc, fewest, threads), threads);
+  }
   blocks = arith::MinUIOp::create(b, loc, blocks, units);
   // Where block i starts: unit i * units / blocks, clamped to the extent.
   auto start = [&](OpBuilder &b, Location loc, Value block) {

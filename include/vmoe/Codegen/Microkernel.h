@@ -139,19 +139,21 @@ Value allocaBlockScratch(OpBuilder &b, Location loc,
 /// Emits the GEMM over rows [0, m), columns [0, n) and reduction [0, k)
 /// (index values), reading B in place through `access.loadPackedB` when
 /// set, else packing each block of B into `scratch` (allocaBlockScratch,
-/// reused by each block in turn; not with `parallelPanels`) or, with a
+/// reused by each block in turn; not with `parallelThreads`) or, with a
 /// null `scratch` (after bufferization and its deallocation pass), into a
 /// scratch of at most
 /// 512 KB on the stack of the thread that computes the block (memref.alloca
 /// between llvm.intr.stacksave and stackrestore per block: no heap
 /// allocation per call or tile, its pages stay mapped from call to call;
 /// the calling pass depends on the LLVM dialect). `staticN`, when known, drops
-/// the masks if n is a multiple of the panel width. With `parallelPanels`,
+/// the masks if n is a multiple of the panel width. With `parallelThreads`,
 /// the loop over blocks of columns is an scf.parallel (each block writes
 /// its own columns of C and packs into its own scratch, so the result does
 /// not depend on the schedule) over balanced blocks of panels for
-/// `parallelThreads` threads (emitBalancedBlocks); a null value keeps the
-/// blocks in one sequential loop.
+/// `parallelThreads` threads (emitBalancedBlocks); where a static n fits
+/// one panel (a router's experts) the blocks are of row tiles instead,
+/// one per thread, each packing all of B. A null value keeps the blocks in
+/// one sequential loop.
 void emitGemm(OpBuilder &b, Location loc, Value m, Value n, Value k,
               std::optional<int64_t> staticN, const MicrokernelShape &shape,
               const GemmAccessors &access, Value scratch,
@@ -160,7 +162,8 @@ void emitGemm(OpBuilder &b, Location loc, Value m, Value n, Value k,
 /// An scf.parallel over blocks of [0, extent) (index) cut at multiples of
 /// `unit` (row tiles, column panels), at most `maxUnitsPerBlock` units
 /// each, as many blocks as the smallest multiple of `threads` (index,
-/// >= 1) that keeps that bound (but no more than the units), the units
+/// >= 1) that keeps that bound (0: no bound, one block per thread; never
+/// more blocks than units), the units
 /// spread evenly (block i: units [i * U / B, (i + 1) * U / B)): every
 /// thread gets the same work up to one unit per block, where fixed blocks
 /// leave a short last one (400 rows in blocks of at most 128 on 2 threads:

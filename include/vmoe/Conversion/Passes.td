@@ -146,7 +146,9 @@ def VMoEVectorizeContractionsPass
     matmuls) split their batches across OpenMP threads (an `scf.parallel`
     over the batch dims, each iteration packing on its own thread's stack), and
     large single ones their column panels (bf16 pair GEMMs their blocks of
-    rows, each thread rounding its own rows), in as many blocks as the
+    rows, each thread rounding its own rows; a static N within one panel,
+    such as a router's experts, its row tiles, one block per thread packing
+    all of B), in as many blocks as the
     smallest multiple of `omp_get_max_threads()` (declared in the module
     when needed) that keeps a block within its bound, the panels or row
     tiles spread evenly over them: every thread gets the same work, where
@@ -210,7 +212,8 @@ def VMoEVectorizeContractionsPass
     Option<"tileVectors", "tile-vectors", "int64_t", /*default=*/"2",
            "Vectors per row of the register tile">,
     Option<"parallel", "parallel", "bool", /*default=*/"false",
-           "Split the column panels of large contractions across threads">,
+           "Split large contractions across threads (column panels, or "
+           "row tiles where N fits one panel)">,
     Option<"prefetch", "prefetch", "bool", /*default=*/"false",
            "Contractions reading B in panels prefetch, per k, the next "
            "column panel's line, and at each tile's last block of k the "

@@ -53,10 +53,10 @@ func.func @matmul_full_panels(%a: memref<12x64xf32>, %b: memref<64x32xf32>, %c: 
 
 // N = 10 is not a multiple of 16: lanes past N are masked when packing B
 // (read as zeros) and when loading and storing C. A large contraction (2^20
-// multiply-adds or more) splits its column blocks across threads: blocks of
-// at most 16 panels of 16 columns (256), as many as a multiple of
-// omp_get_max_threads() that keeps that bound, but never more than the
-// panels (here 1).
+// multiply-adds or more) splits its work across threads; with one panel of
+// columns (N <= 16) that is blocks of row tiles (6 rows), one per thread
+// (omp_get_max_threads(), never more than the tiles), each block's tiles
+// starting at its first row and packing all of B itself.
 // CHECK-LABEL: func.func @matmul_masked_tail
 // CHECK: vector.create_mask
 // CHECK: vector.maskedload
@@ -64,15 +64,48 @@ func.func @matmul_full_panels(%a: memref<12x64xf32>, %b: memref<64x32xf32>, %c: 
 // PAR-LABEL: func.func @matmul_masked_tail
 // PAR: %[[OMP:.*]] = call @omp_get_max_threads() : () -> i32
 // PAR: %[[THREADS:.*]] = arith.index_castui
-// PAR: %[[PANELS:.*]] = arith.ceildivui %c10, %c16{{.*}} : index
+// PAR: %[[TILES:.*]] = arith.ceildivui %c1024, %c6{{.*}} : index
+// PAR: %[[BLOCKS:.*]] = arith.minui %[[THREADS]], %[[TILES]] : index
+// PAR: scf.parallel (%[[BLOCK:.*]]) = (%{{.*}}) to (%[[BLOCKS]])
+// PAR: %[[FIRST:.*]] = arith.muli %[[BLOCK]], %[[TILES]] : index
+// PAR: %[[START:.*]] = arith.minui %{{.*}}, %c1024{{.*}} : index
+// PAR: %[[END:.*]] = arith.minui %{{.*}}, %c1024{{.*}} : index
+// PAR: memref.alloca() {alignment = 64 : i64} : memref<16x512x16xf32>
+// PAR: scf.for %{{.*}} = %[[START]] to %{{.*}} step %c6
+func.func @matmul_masked_tail(%a: memref<1024x128xf32>, %b: memref<128x10xf32>, %c: memref<1024x10xf32>) {
+  linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %b : memref<1024x128xf32>, memref<128x10xf32>) outs(%c : memref<1024x10xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+#mk = affine_map<(m, k, n) -> (m, k)>
+#kn = affine_map<(m, k, n) -> (k, n)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+
+// More than one panel (N = 40: 3 panels of 16): the threads split the
+// column blocks, at most 16 panels each, as many as a multiple of
+// omp_get_max_threads() that keeps that bound, but never more than the
+// panels; every block runs all the rows.
+// PAR-LABEL: func.func @matmul_parallel_panels
+// PAR: %[[OMP:.*]] = call @omp_get_max_threads() : () -> i32
+// PAR: %[[THREADS:.*]] = arith.index_castui
+// PAR: %[[PANELS:.*]] = arith.ceildivui %c40, %c16{{.*}} : index
 // PAR: %[[FEWEST:.*]] = arith.ceildivui %[[PANELS]], %c16{{.*}} : index
 // PAR: %[[PER:.*]] = arith.ceildivui %[[FEWEST]], %[[THREADS]] : index
 // PAR: %[[ROUNDED:.*]] = arith.muli %[[PER]], %[[THREADS]] : index
 // PAR: %[[BLOCKS:.*]] = arith.minui %[[ROUNDED]], %[[PANELS]] : index
 // PAR: scf.parallel (%{{.*}}) = (%{{.*}}) to (%[[BLOCKS]])
-func.func @matmul_masked_tail(%a: memref<1024x128xf32>, %b: memref<128x10xf32>, %c: memref<1024x10xf32>) {
+// PAR: scf.for %{{.*}} = %c0{{.*}} to %{{.*}} step %c6
+func.func @matmul_parallel_panels(%a: memref<1024x128xf32>, %b: memref<128x40xf32>, %c: memref<1024x40xf32>) {
   linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
-      ins(%a, %b : memref<1024x128xf32>, memref<128x10xf32>) outs(%c : memref<1024x10xf32>) {
+      ins(%a, %b : memref<1024x128xf32>, memref<128x40xf32>) outs(%c : memref<1024x40xf32>) {
   ^bb0(%x: f32, %y: f32, %acc: f32):
     %p = arith.mulf %x, %y : f32
     %s = arith.addf %acc, %p : f32
