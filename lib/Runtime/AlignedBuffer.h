@@ -22,6 +22,10 @@
 #include <memory>
 #include <type_traits>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 namespace vmoe::runtime {
 
 /// An owned array of trivially copyable `T`, zero-initialized and aligned to
@@ -32,6 +36,9 @@ template <typename T> class AlignedBuffer {
 public:
   /// Alignment of the first element, in bytes.
   static constexpr size_t kAlignment = 64;
+  /// Buffers of at least this many bytes are aligned to it and advised
+  /// to use huge pages (x86-64's 2 MB page).
+  static constexpr size_t kHugePage = size_t(2) << 20;
 
   AlignedBuffer() = default;
 
@@ -47,9 +54,17 @@ public:
     size_t bytes = count * sizeof(T);
     bytes = bytes == 0 ? kAlignment
                        : (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    void *memory = std::aligned_alloc(kAlignment, bytes);
+    // Large buffers (the weights) start on a 2 MB boundary and ask for
+    // transparent huge pages: a forward streams every expert's weights, and
+    // with 4 KB pages each 4 KB of them costs a page walk.
+    bool huge = bytes >= kHugePage;
+    if (huge)
+      bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    void *memory = std::aligned_alloc(huge ? kHugePage : kAlignment, bytes);
     if (!memory)
       return false;
+    if (huge)
+      adviseHugePages(memory, bytes);
     if (zero)
       std::memset(memory, 0, bytes);
     data.reset(static_cast<T *>(memory));
@@ -68,6 +83,17 @@ public:
   }
 
 private:
+  /// madvise(MADV_HUGEPAGE) where the kernel has it; a refusal (THP off)
+  /// only leaves the 4 KB pages.
+  static void adviseHugePages(void *memory, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    (void)madvise(memory, bytes, MADV_HUGEPAGE);
+#else
+    (void)memory;
+    (void)bytes;
+#endif
+  }
+
   /// Releases memory from std::aligned_alloc.
   struct Free {
     void operator()(T *pointer) const { std::free(pointer); }
