@@ -168,7 +168,7 @@ struct GemmEmitter {
   /// one k block.
   void tile(OpBuilder &b, Location loc, Value packed, Value p, Value n0,
             Value m0, int64_t tileRows, Value kc0, Value kLen, Value isFirst,
-            Value isLast, bool alwaysFull) const {
+            Value isLast, bool alwaysFull, Value prefetchOffset) const {
     SmallVector<Value> rows;
     for (int64_t i = 0; i < tileRows; ++i)
       rows.push_back(
@@ -221,13 +221,13 @@ struct GemmEmitter {
             Value pair = arith::AddIOp::create(
                 b, loc, arith::DivUIOp::create(b, loc, kc0, cst(b, loc, 2)),
                 kk);
-            prefetchNextPanel(b, loc, n0, pair);
+            prefetchNextPanel(b, loc, n0, prefetchOffset, pair);
             scf::YieldOp::create(b, loc,
                                  pairStep(b, loc, rows, columns, kc0, kk, acc));
             return;
           }
           Value kAbs = arith::AddIOp::create(b, loc, kc0, kk);
-          prefetchNextPanel(b, loc, n0, kAbs);
+          prefetchNextPanel(b, loc, n0, prefetchOffset, kAbs);
           SmallVector<Value> bVectors;
           for (int64_t v = 0; v < shape.vectors; ++v)
             bVectors.push_back(
@@ -264,13 +264,14 @@ struct GemmEmitter {
     }
   }
 
-  /// Prefetches B at row `k` (or k pair) of the panel after the one at
-  /// `n0`, when asked (MicrokernelShape::prefetch).
-  void prefetchNextPanel(OpBuilder &b, Location loc, Value n0, Value k) const {
+  /// Prefetches B at row `k` (or k pair) of the panel `offset` columns
+  /// after the one at `n0` (nextPanelOffset), when asked
+  /// (MicrokernelShape::prefetch).
+  void prefetchNextPanel(OpBuilder &b, Location loc, Value n0, Value offset,
+                         Value k) const {
     if (!shape.prefetch || !access.prefetchB)
       return;
-    Value next = arith::AddIOp::create(b, loc, n0,
-                                       cst(b, loc, shape.panelWidth()));
+    Value next = arith::AddIOp::create(b, loc, n0, offset);
     for (int64_t v = 0; v < shape.vectors; ++v)
       access.prefetchB(b, loc, k, column(b, loc, next, v));
   }
@@ -297,6 +298,23 @@ struct GemmEmitter {
     return next;
   }
 
+  /// The columns from a panel to the one its tiles prefetch: the next
+  /// panel (shape.panelWidth()) when the GEMM has more rows than one tile,
+  /// else 0. The prefetch hides the next panel's first tile, which reads B
+  /// from memory, behind this panel's other tiles, which read it from
+  /// cache. A GEMM of one tile has no other tiles: its prefetches only
+  /// compete with its own loads of B, which the hardware prefetchers
+  /// already follow (f32 V-MoE-S at C 0.1, two rows per expert: +1.8-2.8%
+  /// images/s without them). Offset 0 prefetches the lines the tile loads
+  /// at the same k: a select, not a second copy of the k loop.
+  Value nextPanelOffset(OpBuilder &b, Location loc, Value begin) const {
+    Value severalTiles = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::sgt,
+        arith::SubIOp::create(b, loc, m, begin), cst(b, loc, shape.rows));
+    return arith::SelectOp::create(
+        b, loc, severalTiles, cst(b, loc, shape.panelWidth()), cst(b, loc, 0));
+  }
+
   /// The row tiles of one panel over one k block: full tiles of shape.rows
   /// rows, then one tile of exactly the rows left (no padded rows).
   void rowTiles(OpBuilder &b, Location loc, Value packed, Value p, Value n0,
@@ -304,6 +322,9 @@ struct GemmEmitter {
                 bool alwaysFull) const {
     Value tileRows = cst(b, loc, shape.rows);
     Value begin = mBegin ? mBegin : cst(b, loc, 0);
+    Value prefetchOffset = shape.prefetch && access.prefetchB
+                               ? nextPanelOffset(b, loc, begin)
+                               : Value();
     Value left = arith::RemUIOp::create(
         b, loc, mBegin ? arith::SubIOp::create(b, loc, m, mBegin) : m,
         tileRows);
@@ -311,7 +332,7 @@ struct GemmEmitter {
     forLoop(b, loc, begin, fullEnd, tileRows,
             [&](OpBuilder &b, Location loc, Value m0) {
               tile(b, loc, packed, p, n0, m0, shape.rows, kc0, kLen, isFirst,
-                   isLast, alwaysFull);
+                   isLast, alwaysFull, prefetchOffset);
             });
     if (shape.rows == 1)
       return;
@@ -325,7 +346,7 @@ struct GemmEmitter {
       Block &block = remainder.getCaseRegions()[i].emplaceBlock();
       b.setInsertionPointToStart(&block);
       tile(b, loc, packed, p, n0, fullEnd, r, kc0, kLen, isFirst, isLast,
-           alwaysFull);
+           alwaysFull, prefetchOffset);
       scf::YieldOp::create(b, loc);
     }
     b.setInsertionPointToStart(&remainder.getDefaultRegion().emplaceBlock());

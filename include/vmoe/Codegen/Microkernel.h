@@ -38,7 +38,9 @@ struct MicrokernelShape {
   /// With GemmAccessors::prefetchB: every row tile prefetches, per k, the
   /// lines of B the next column panel will read at the same k, so that the
   /// first tile of each panel finds its weights in cache instead of waiting
-  /// on memory (weights read once per call stream from DRAM); and, with
+  /// on memory (weights read once per call stream from DRAM), in GEMMs of
+  /// more rows than one tile (a single tile has no other tiles to hide the
+  /// prefetch behind: it prefetches its own lines instead); and, with
   /// GemmAccessors::prefetchC, every tile fetches the lines its epilogue
   /// will touch when it starts its last block of k.
   bool prefetch = false;

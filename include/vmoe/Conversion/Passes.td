@@ -78,7 +78,8 @@ def ConvertVMoEToSCFPass
            "shift + f32 fma">,
     Option<"prefetch", "prefetch", "bool", /*default=*/"false",
            "Expert GEMMs reading weight panels prefetch, per k, the next "
-           "column panel's line, and at each tile's last block of k the "
+           "column panel's line (GEMMs of more rows than one tile), and at "
+           "each tile's last block of k the "
            "plane rows its epilogue writes (MicrokernelShape::prefetch)">
   ];
 }
@@ -216,7 +217,8 @@ def VMoEVectorizeContractionsPass
            "row tiles where N fits one panel)">,
     Option<"prefetch", "prefetch", "bool", /*default=*/"false",
            "Contractions reading B in panels prefetch, per k, the next "
-           "column panel's line, and at each tile's last block of k the "
+           "column panel's line (contractions of more rows than one tile), "
+           "and at each tile's last block of k the "
            "lines of C and of an epilogue's residual "
            "(MicrokernelShape::prefetch)">,
     Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",

@@ -30,9 +30,17 @@
 // With `prefetch`, every k step of a row tile also prefetches (read, L2)
 // the same k of the next panel, one line per B vector (the panel index
 // clamped to the last panel), so that the next panel's first tile finds
-// its weights in cache. Without it, nothing is prefetched.
+// its weights in cache. The next panel is 16 columns on when the GEMM has
+// more rows than one tile (6), else 0 columns on (the lines the tile
+// loads itself): a GEMM of one tile has no other tiles to hide the
+// prefetch behind. Without `prefetch`, nothing is prefetched.
 // PREFETCH-LABEL: func.func @matmul_b_in_panels
+// PREFETCH: %[[ROWS:.*]] = arith.subi %c8, %c0
+// PREFETCH: %[[SEVERAL:.*]] = arith.cmpi sgt, %[[ROWS]], %c6
+// PREFETCH: %[[OFFSET:.*]] = arith.select %[[SEVERAL]], %c16{{.*}}, %c0{{.*}} : index
 // PREFETCH: scf.for
+// PREFETCH: %[[NEXT:.*]] = arith.addi %{{.*}}, %[[OFFSET]] : index
+// PREFETCH: arith.divui %[[NEXT]], %c16
 // PREFETCH: memref.prefetch %{{.*}}, read, locality<2>, data : memref<3x32x16xf32>
 // PREFETCH-NEXT: arith.constant 8 : index
 // PREFETCH: memref.prefetch %{{.*}}, read, locality<2>, data : memref<3x32x16xf32>
