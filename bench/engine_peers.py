@@ -26,7 +26,14 @@ missing or fails on this host says so in one line; the others still run.
 Then the capacity sweep: the same f32 executable at each --capacities C
 (--capacity-ratio at run time) and the dense twin (the description without
 "moe"), time relative to the dense model next to the executed-FLOPs ratio
-(bench/vit_flops.py). --profile adds the per-op-type and per-part time of
+(bench/vit_flops.py). Before every round of a configuration of two or
+more threads, bench/cross_core_writes.c (compiled here with clang-22)
+measures the host's cross-core write factor: how much longer threads take
+to overwrite lines the other threads hold than lines they hold alone. It
+moves while a run goes on (on a VM, with where the host places the vCPUs)
+and with it the time of every row; the tables give its median per
+configuration ("x-core") so that a change in the host is not read as a
+change in the code. --profile adds the per-op-type and per-part time of
 OpenVINO (f32 and bf16) and ONNX Runtime (their own profilers) at the
 largest batch, 1 thread.
 
@@ -333,6 +340,41 @@ def median(values):
     return float(np.median(values)) if values else None
 
 
+def compile_probe(args):
+    """bench/cross_core_writes.c built in the work folder, or None (with
+    a note) where no thread count is 2 or more or it does not build."""
+    if max(args.threads) < 2:
+        return None
+    clang = shutil.which("clang-22") or "/usr/lib/llvm-22/bin/clang"
+    exe = os.path.join(args.workdir, "cross_core_writes")
+    libdir = "/usr/lib/llvm-22/lib"
+    try:
+        tool([clang, "-O2", "-march=native", "-fopenmp",
+              os.path.join(BENCH, "cross_core_writes.c"), f"-L{libdir}",
+              f"-Wl,-rpath,{libdir}", "-o", exe], "cross_core_writes")
+    except ToolError as err:
+        print(f"note: no cross-core probe: {err}", flush=True)
+        return None
+    return exe
+
+
+def cross_core_factor(probe, threads):
+    """The host's cross-core write factor at `threads` (None: no probe,
+    one thread, or the probe failed)."""
+    if probe is None or threads < 2:
+        return None
+    try:
+        out = tool([probe, str(threads)], "cross_core_writes")
+    except ToolError:
+        return None
+    found = re.search(r"factor ([0-9.]+)", out)
+    return float(found.group(1)) if found else None
+
+
+def fmt_factor(values):
+    return f"{median(values):.1f}" if values else "-"
+
+
 def label(row):
     """A row's name in progress lines: its header, or `vmoe C 0.5`."""
     return ROWS[row] if isinstance(row, str) and row in ROWS else (
@@ -343,13 +385,20 @@ def timed_rows(args, configs, rows, measure, failed):
     """Round-robin: for each config, every round runs every row once.
     measure(row, config) -> record; failed: {row or (row, config):
     RowError}, filled as rows fail (a failed row is not run again).
-    Returns [{config, load, rates: {row: [images/s per round]}, records}]."""
+    Returns [{config, load, rates: {row: [images/s per round]}, records,
+    cross_core: [the host's cross-core write factor before each round]}]."""
     results = []
     for config in configs:
         load = os.getloadavg()[0]
         rates = {row: [] for row in rows}
         records = {}
+        factors = []
         for _ in range(args.rounds):
+            factor = cross_core_factor(args.probe, config[0])
+            if factor is not None:
+                factors.append(factor)
+                print(f"  host {config[0]}, {config[1]}: cross-core write "
+                      f"factor {factor:.1f}", flush=True)
             for row in rows:
                 if row in failed or (row, config) in failed:
                     continue
@@ -365,7 +414,8 @@ def timed_rows(args, configs, rows, measure, failed):
                 print(f"  {label(row)} {config[0]}, {config[1]}: "
                       f"{record['images_per_s']:.1f} images/s", flush=True)
         results.append({"config": config, "load_average_before": load,
-                        "rates": rates, "records": records})
+                        "rates": rates, "records": records,
+                        "cross_core": factors})
     return results
 
 
@@ -378,12 +428,13 @@ def fmt_rate(rates, failure):
 
 
 def print_peer_table(args, rows, results, failed, versions):
-    header = ["threads, batch", "load"] + [
+    header = ["threads, batch", "load", "x-core"] + [
         ROWS[row] + (f" {versions[row]}" if versions.get(row) else "")
         for row in rows]
     print("\nimages/s, median of "
           f"{args.rounds} round(s) of {args.repeats} pass(es) over "
-          f"{args.images} images (load = 1-min load average before)")
+          f"{args.images} images (load = 1-min load average before; x-core "
+          "= the host's cross-core write factor, median over the rounds)")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for result in results:
@@ -393,6 +444,7 @@ def print_peer_table(args, rows, results, failed, versions):
                                                       result["config"]))))
                  for row in rows]
         print(f"| {threads}, {batch} | {result['load_average_before']:.1f} | "
+              f"{fmt_factor(result['cross_core'])} | "
               + " | ".join(cells) + " |")
     targets = [(a, b, least) for a, b, least in TARGETS
                if a in rows and b in rows]
@@ -465,9 +517,9 @@ def sweep_flops(args, exe, desc_path, dense_path, weights, image_list):
 def print_sweep(args, results, flops):
     print(f"\ncapacity sweep: time relative to the dense twin vs executed "
           f"FLOPs relative to it (target: within {SWEEP_POINTS:g} points)")
-    print("| threads, batch | load | C | B | dropped | vmoe img/s | dense "
-          "img/s | time / dense | FLOPs / dense | points | within |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| threads, batch | load | x-core | C | B | dropped | vmoe img/s | "
+          "dense img/s | time / dense | FLOPs / dense | points | within |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for result in results:
         threads, batch = result["config"]
@@ -477,19 +529,21 @@ def print_sweep(args, results, flops):
             info = flops[capacity]
             row = {"threads": threads, "batch": batch, "C": capacity,
                    "load_average_before": result["load_average_before"],
+                   "cross_core_factors": result["cross_core"],
                    "vmoe_images_per_s": rate, "dense_images_per_s": dense,
                    "rounds": {"vmoe": result["rates"][("C", capacity)],
                               "dense": result["rates"]["dense"]}, **info}
             rows.append(row)
             if rate is None or dense is None:
-                print(f"| {threads}, {batch} | | {capacity:g} | {info['B']} "
-                      "| | failed | | | | | |")
+                print(f"| {threads}, {batch} | | | {capacity:g} | "
+                      f"{info['B']} | | failed | | | | | |")
                 continue
             relative = dense / rate
             points = 100 * (relative - info["flops_ratio"])
             row.update(time_ratio=relative, points=points)
             print(f"| {threads}, {batch} | "
-                  f"{result['load_average_before']:.1f} | {capacity:g} | "
+                  f"{result['load_average_before']:.1f} | "
+                  f"{fmt_factor(result['cross_core'])} | {capacity:g} | "
                   f"{info['B']} | {100 * info['dropped_fraction']:.1f}% | "
                   f"{rate:.1f} | {dense:.1f} | {100 * relative:.0f}% | "
                   f"{100 * info['flops_ratio']:.0f}% | {points:+.0f} | "
@@ -701,6 +755,7 @@ def run_benchmark(args, failed):
         "s32", args.workdir, args.images)
     dense_path, dense_weights = dense_twin(desc_path, folder)
     exes = compile_models(args, desc_path, dense_path, folder)
+    args.probe = compile_probe(args)
     reference, x, checks, modules = check_models(
         args, exes, desc_path, weights, image_list, images)
     status = 0
@@ -809,6 +864,7 @@ def run_benchmark(args, failed):
                 "table": [{"threads": r["config"][0],
                            "batch": r["config"][1],
                            "load_average_before": r["load_average_before"],
+                           "cross_core_factors": r["cross_core"],
                            "images_per_s": {row: median(v) for row, v in
                                             r["rates"].items()},
                            "rounds": r["rates"],
