@@ -12,6 +12,7 @@
 
 #include "ForwardBuilder.h"
 
+#include "vmoe/Dialect/VMoE/IR/VMoE.h"
 #include "vmoe/Utils/AttentionBuilder.h"
 #include "vmoe/Utils/TensorBuilders.h"
 
@@ -200,18 +201,22 @@ Value ForwardBuilder::normalizeRows(Value x, Value mean,
   maps.push_back(id2);
   Value init = emptyTensor(b, loc, {b.getIndexAttr(m), b.getIndexAttr(d)}, f32);
   unsigned r = rowInputs.size();
-  return linalg::GenericOp::create(
-             b, loc, init.getType(), inputs, ValueRange{init}, maps,
-             {IteratorType::parallel, IteratorType::parallel},
-             [&](OpBuilder &b, Location loc, ValueRange args) {
-               Value out = arith::MulFOp::create(b, loc, centered(b, loc, args),
-                                                 args[r]);
-               out = arith::MulFOp::create(b, loc, out, args[r + 1]);
-               if (withBias)
-                 out = arith::AddFOp::create(b, loc, out, args[r + 2]);
-               linalg::YieldOp::create(b, loc, ValueRange{out});
-             })
-      .getResult(0);
+  auto normalize = linalg::GenericOp::create(
+      b, loc, init.getType(), inputs, ValueRange{init}, maps,
+      {IteratorType::parallel, IteratorType::parallel},
+      [&](OpBuilder &b, Location loc, ValueRange args) {
+        Value out =
+            arith::MulFOp::create(b, loc, centered(b, loc, args), args[r]);
+        out = arith::MulFOp::create(b, loc, out, args[r + 1]);
+        if (withBias)
+          out = arith::AddFOp::create(b, loc, out, args[r + 2]);
+        linalg::YieldOp::create(b, loc, ValueRange{out});
+      });
+  // Read in full by every thread of the next GEMM: written with
+  // non-temporal stores where the runtime finds that cheaper
+  // (vmoe-streaming-stores).
+  normalize->setAttr(kStreamingStoresAttrName, b.getUnitAttr());
+  return normalize.getResult(0);
 }
 
 /// LayerNorm over the last dim of x [M, D] with `prefix`.scale/.bias:

@@ -111,6 +111,11 @@ void mlir::vmoe::buildVMoECPUPipeline(OpPassManager &pm,
   // chunks of rows on threads too.
   if (options.parallel && options.parallelLinalg)
     pm.addNestedPass<func::FuncOp>(createVMoEParallelLinalgPass());
+  if (options.streamingStores) {
+    VMoEStreamingStoresPassOptions streaming;
+    streaming.lanes = options.vectorWidth;
+    pm.addPass(createVMoEStreamingStoresPass(streaming));
+  }
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   if (options.parallel) {
     pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());

@@ -19,10 +19,11 @@
 
 #include "BF16Panels.h"
 #include "Distributed.h"
-#include "ModelInterface.h"
-#include "Preprocess.h"
 #include "Formats/ImageFile.h"
 #include "Formats/Safetensors.h"
+#include "ModelInterface.h"
+#include "Preprocess.h"
+#include "StreamingStores.h"
 
 #include "vmoe/Dialect/VMoE/IR/Capacity.h"
 
@@ -255,6 +256,8 @@ llvm::Error Model::runBatch(const float *images, int64_t real,
   I32x2 statsDesc = makeDescriptor<int32_t, 2>(
       device ? deviceStats.get() : batchStats.get(),
       {numLayers, m.numExperts() + 1});
+  if (!device)
+    updateStreamingStores();
   if (m.training) {
     // The compiled function has the losses argument (the manifest says so).
     F32x2 lossesDesc =

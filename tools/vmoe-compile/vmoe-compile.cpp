@@ -148,6 +148,12 @@ cl::opt<bool> prefetchPanels(
              "while computing the current one, and each tile the lines its "
              "epilogue will store and add (default)"),
     cl::init(true), cl::cat(category));
+cl::opt<bool> streamingStores(
+    "streaming-stores",
+    cl::desc("Norm outputs may be written with non-temporal stores where the "
+             "runtime measures that writing over lines other cores hold is "
+             "slow (default; a model, with --parallel)"),
+    cl::init(true), cl::cat(category));
 cl::opt<std::string> runtimeDir(
     "runtime-dir",
     cl::desc("Folder of the runtime libraries (default: ../lib beside the "
@@ -240,12 +246,11 @@ static llvm::Error checkOptions(bool isModel) {
       return optionError(*option, "only used with --target=cuda");
   for (const cl::Option *option : std::initializer_list<const cl::Option *>{
            &vectorWidth, &parallel, &dynamicSchedule, &parallelLinalg,
-           &prefetchPanels})
+           &prefetchPanels, &streamingStores})
     if (given(*option) && cuda)
       return optionError(*option, "only used with --target=cpu");
-  for (const cl::Option *option :
-       std::initializer_list<const cl::Option *>{&dynamicSchedule,
-                                                 &parallelLinalg})
+  for (const cl::Option *option : std::initializer_list<const cl::Option *>{
+           &dynamicSchedule, &parallelLinalg, &streamingStores})
     if (given(*option) && !parallel)
       return optionError(*option, "only used with --parallel (OpenMP "
                                   "threads)");
@@ -710,6 +715,8 @@ int main(int argc, char **argv) {
     // Models link the runtime, whose buffer cache keeps the forward pass's
     // buffers between calls; a .mlir input may be linked without it.
     pipeline.cachedBuffers = isModel;
+    // The runtime switches the stores (lib/Runtime/StreamingStores.cpp).
+    pipeline.streamingStores = isModel && parallel && streamingStores;
     pipeline.vectorWidth = lanes;
     pipeline.bf16Dot =
         mlir::vmoe::chooseBF16Kernels(*(*machine)->getMCSubtargetInfo(), lanes,

@@ -89,6 +89,14 @@ struct VMoECPUPipelineOptions
                      "of malloc/free; the code must be linked with the "
                      "runtime (vmoe-compile sets it)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> streamingStores{
+      *this, "streaming-stores",
+      llvm::cl::desc("Norm outputs may be written with non-temporal stores, "
+                     "switched at run time by the vmoe runtime's "
+                     "vmoe_streaming_stores global (vmoe-streaming-stores); "
+                     "the code must be linked with the runtime (vmoe-compile "
+                     "sets it)"),
+      llvm::cl::init(false)};
   PassOptions::Option<int64_t> expertParallel{
       *this, "expert-parallel",
       llvm::cl::desc("Split the experts of each token choice MoE layer over "

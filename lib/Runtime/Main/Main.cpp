@@ -23,6 +23,7 @@
 
 #include "../AlignedBuffer.h"
 #include "../Distributed.h"
+#include "../StreamingStores.h"
 #include "ImageList.h"
 #include "Labels.h"
 
@@ -95,7 +96,8 @@ struct Options {
       cl::value_desc("file"), cl::cat(modelCategory)};
   cl::opt<bool> stats{"stats",
                       cl::desc("Print kept choices per expert and dropped "
-                               "choices per MoE layer"),
+                               "choices per MoE layer (with --bench: whether "
+                               "the norms wrote with non-temporal stores)"),
                       cl::cat(modelCategory)};
   cl::opt<unsigned> bench{
       "bench",
@@ -318,6 +320,19 @@ static int runBenchmark(vmoe_model *model, llvm::ArrayRef<float> images,
   return 0;
 }
 
+/// After --bench with --stats: whether the norms of the last forward pass
+/// wrote with non-temporal stores, and the measurement behind it
+/// (StreamingStores.h).
+static void printStreamingStores() {
+  double factor = lastCrossCoreWriteFactor();
+  llvm::outs() << "stats: non-temporal norm stores "
+               << (vmoe_streaming_stores ? "on" : "off");
+  if (factor > 0)
+    llvm::outs() << " (cross-core write factor " << llvm::format("%.1f", factor)
+                 << ")";
+  llvm::outs() << "\n";
+}
+
 /// Prints the importance, load and GShard losses of every MoE layer (means
 /// over all routing groups of the run).
 static void printLosses(const vmoe_model *model) {
@@ -477,8 +492,13 @@ static int run(const Options &options) {
     if (options.losses)
       printLosses(model.get());
   }
-  if (options.bench > 0)
-    return runBenchmark(model.get(), images, numImages, ratio, options.bench);
+  if (options.bench <= 0)
+    return 0;
+  if (int status =
+          runBenchmark(model.get(), images, numImages, ratio, options.bench))
+    return status;
+  if (options.stats && isPrintingProcess())
+    printStreamingStores();
   return 0;
 }
 

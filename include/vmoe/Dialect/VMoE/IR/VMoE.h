@@ -42,6 +42,17 @@ namespace mlir::vmoe {
 inline constexpr llvm::StringLiteral kRouterLogitsAttrName =
     "vmoe.router_logits";
 
+/// The discardable unit attribute on a row-wise linalg.generic (a norm's
+/// normalize step) whose output vmoe-streaming-stores may write with
+/// non-temporal stores, at the runtime's choice.
+inline constexpr llvm::StringLiteral kStreamingStoresAttrName =
+    "vmoe.streaming_stores";
+
+/// The external i32 global, defined by the vmoe runtime, that turns those
+/// stores on (non-zero).
+inline constexpr llvm::StringLiteral kStreamingStoresFlagName =
+    "vmoe_streaming_stores";
+
 } // namespace mlir::vmoe
 
 #endif // VMOE_DIALECT_VMOE_IR_VMOE_H

@@ -447,4 +447,45 @@ def VMoEParallelLinalgPass : Pass<"vmoe-parallel-linalg", "::mlir::func::FuncOp"
   ];
 }
 
+def VMoEStreamingStoresPass : Pass<"vmoe-streaming-stores", "::mlir::ModuleOp"> {
+  let summary = "Row-wise outputs written with non-temporal stores when the "
+                "runtime asks for them";
+  let description = [{
+    A layer norm's output is read in full by every thread of the GEMM after
+    it (the GEMM splits its column panels), so the next call's layer norm
+    overwrites lines the other cores hold. On some hosts (two vCPUs in
+    different core complexes) such a write costs 16-18x a private one, not
+    5x, and the 15 normalize regions of a V-MoE-S/32 forward at two threads
+    take 0.17 ms each instead of 0.03; non-temporal stores write them in
+    0.02-0.03 ms in either case, but the next GEMM then reads its operand
+    from memory (-0.5% where the writes are cheap). So the choice is made
+    at run time: the runtime measures the host (vmoe_streaming_stores,
+    lib/Runtime/StreamingStores.cpp) and sets the external i32 global
+    `vmoe_streaming_stores` that this pass declares.
+
+    Every `linalg.generic` on buffers marked `vmoe.streaming_stores` (the
+    frontend marks the normalize step of its norms) that is elementwise
+    over two parallel dims, writes an output whose rows are contiguous,
+    whose row stride is a multiple of 64 bytes and whose last dim is a
+    static multiple of `lanes`, reads its inputs through the maps (d0, d1),
+    (d0) or (d1), and whose body holds only elementwise arith / math ops,
+    becomes
+    `scf.if (flag != 0 && output 64-byte aligned) { rows x vectors of
+    lanes, vector.store {nontemporal} } else { the op }`. The vector loop
+    applies the body's ops to vectors in the same order, so both branches
+    compute the same values bit for bit. Anything else is left alone (the
+    mark is dropped).
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+  let options = [
+    Option<"lanes", "lanes", "int64_t", /*default=*/"16",
+           "f32 lanes per vector store (16: AVX-512, 8: AVX2)">
+  ];
+}
+
 #endif // VMOE_DIALECT_VMOE_TRANSFORMS_PASSES_TD
