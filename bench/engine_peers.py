@@ -33,7 +33,11 @@ to overwrite lines the other threads hold than lines they hold alone. It
 moves while a run goes on (on a VM, with where the host places the vCPUs)
 and with it the time of every row; the tables give its median per
 configuration ("x-core") so that a change in the host is not read as a
-change in the code. --profile adds the per-op-type and per-part time of
+change in the code. Before every round of the sweep, bench/machine_peaks.c
+(also compiled here) measures the host's read bandwidth at that thread
+count, from which bench/weight_stream.py gives each cell's floor: the
+points that streaming the used experts' f32 weights once per forward
+forces over the FLOPs ratio on this host at best. --profile adds the per-op-type and per-part time of
 OpenVINO (f32 and bf16) and ONNX Runtime (their own profilers) at the
 largest batch, 1 thread.
 
@@ -340,22 +344,41 @@ def median(values):
     return float(np.median(values)) if values else None
 
 
-def compile_probe(args):
-    """bench/cross_core_writes.c built in the work folder, or None (with
-    a note) where no thread count is 2 or more or it does not build."""
-    if max(args.threads) < 2:
-        return None
+def compile_bench_tool(args, name, what):
+    """bench/NAME.c built in the work folder, or None (with a note saying
+    that there is no WHAT) where it does not build."""
     clang = shutil.which("clang-22") or "/usr/lib/llvm-22/bin/clang"
-    exe = os.path.join(args.workdir, "cross_core_writes")
+    exe = os.path.join(args.workdir, name)
     libdir = "/usr/lib/llvm-22/lib"
     try:
         tool([clang, "-O2", "-march=native", "-fopenmp",
-              os.path.join(BENCH, "cross_core_writes.c"), f"-L{libdir}",
-              f"-Wl,-rpath,{libdir}", "-o", exe], "cross_core_writes")
+              os.path.join(BENCH, f"{name}.c"), f"-L{libdir}",
+              f"-Wl,-rpath,{libdir}", "-o", exe], name)
     except ToolError as err:
-        print(f"note: no cross-core probe: {err}", flush=True)
+        print(f"note: no {what}: {err}", flush=True)
         return None
     return exe
+
+
+def compile_probe(args):
+    """bench/cross_core_writes.c built in the work folder, or None where no
+    thread count is 2 or more or it does not build."""
+    if max(args.threads) < 2:
+        return None
+    return compile_bench_tool(args, "cross_core_writes", "cross-core probe")
+
+
+def read_bandwidth(probe, threads):
+    """The host's read bandwidth in GB/s at `threads` (bench/machine_peaks.c
+    --read), or None (no probe, or it failed)."""
+    if probe is None:
+        return None
+    try:
+        out = tool([probe, "--read", str(threads)], "machine_peaks")
+    except ToolError:
+        return None
+    found = re.search(r": ([0-9.]+) GB/s", out)
+    return float(found.group(1)) if found else None
 
 
 def cross_core_factor(probe, threads):
@@ -381,24 +404,30 @@ def label(row):
         row if isinstance(row, str) else f"vmoe C {row[1]:g}")
 
 
-def timed_rows(args, configs, rows, measure, failed):
+def timed_rows(args, configs, rows, measure, failed, read_probe=None):
     """Round-robin: for each config, every round runs every row once.
     measure(row, config) -> record; failed: {row or (row, config):
     RowError}, filled as rows fail (a failed row is not run again).
     Returns [{config, load, rates: {row: [images/s per round]}, records,
-    cross_core: [the host's cross-core write factor before each round]}]."""
+    cross_core: [the host's cross-core write factor before each round],
+    read_gb_per_s: [read_probe's bandwidth before each round]}]."""
     results = []
     for config in configs:
         load = os.getloadavg()[0]
         rates = {row: [] for row in rows}
         records = {}
-        factors = []
+        factors, reads = [], []
         for _ in range(args.rounds):
             factor = cross_core_factor(args.probe, config[0])
             if factor is not None:
                 factors.append(factor)
                 print(f"  host {config[0]}, {config[1]}: cross-core write "
                       f"factor {factor:.1f}", flush=True)
+            read = read_bandwidth(read_probe, config[0])
+            if read is not None:
+                reads.append(read)
+                print(f"  host {config[0]}, {config[1]}: read bandwidth "
+                      f"{read:.1f} GB/s", flush=True)
             for row in rows:
                 if row in failed or (row, config) in failed:
                     continue
@@ -415,7 +444,7 @@ def timed_rows(args, configs, rows, measure, failed):
                       f"{record['images_per_s']:.1f} images/s", flush=True)
         results.append({"config": config, "load_average_before": load,
                         "rates": rates, "records": records,
-                        "cross_core": factors})
+                        "cross_core": factors, "read_gb_per_s": reads})
     return results
 
 
@@ -507,47 +536,75 @@ def sweep_flops(args, exe, desc_path, dense_path, weights, image_list):
         flops = vit_flops.flops_per_image(desc, kept)
         out[capacity] = {
             "flops_ratio": flops / dense, "moe_flops_per_image": flops,
-            "dense_flops_per_image": dense,
+            "dense_flops_per_image": dense, "kept_per_image": kept,
             "B": ops.capacity(k, S, capacity, moe["num_experts"],
                               moe.get("capacity_rule", "round")),
             "dropped_fraction": 1 - sum(kept) / (k * T * len(kept))}
     return out
 
 
-def print_sweep(args, results, flops):
+def sweep_floor(desc, info, batch, read, dense):
+    """bench/weight_stream.py's floor of a cell, or None without a read
+    bandwidth or a dense rate."""
+    import weight_stream
+    from vmoe_ref import model as vmodel
+
+    if read is None or dense is None:
+        return None
+    tokens = batch * vmodel.tokens_per_image(desc)
+    return weight_stream.stream_floor(
+        desc, info["kept_per_image"], info["B"], batch,
+        tokens // vmodel.tokens_per_group(desc), read, 1e3 / dense,
+        info["dense_flops_per_image"])
+
+
+def print_sweep(args, results, flops, desc):
     print(f"\ncapacity sweep: time relative to the dense twin vs executed "
-          f"FLOPs relative to it (target: within {SWEEP_POINTS:g} points)")
-    print("| threads, batch | load | x-core | C | B | dropped | vmoe img/s | "
-          "dense img/s | time / dense | FLOPs / dense | points | within |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          f"FLOPs relative to it (target: within {SWEEP_POINTS:g} points); "
+          f"floor: the points that streaming the used experts' weights "
+          f"forces at the read bandwidth measured (bench/weight_stream.py)")
+    print("| threads, batch | load | x-core | read GB/s | C | B | dropped | "
+          "vmoe img/s | dense img/s | time / dense | FLOPs / dense | points "
+          "| within | floor | over floor |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
     for result in results:
         threads, batch = result["config"]
         dense = median(result["rates"]["dense"])
+        read = median(result["read_gb_per_s"])
         for capacity in args.capacities:
             rate = median(result["rates"][("C", capacity)])
             info = flops[capacity]
             row = {"threads": threads, "batch": batch, "C": capacity,
                    "load_average_before": result["load_average_before"],
                    "cross_core_factors": result["cross_core"],
+                   "read_gb_per_s": result["read_gb_per_s"],
                    "vmoe_images_per_s": rate, "dense_images_per_s": dense,
                    "rounds": {"vmoe": result["rates"][("C", capacity)],
                               "dense": result["rates"]["dense"]}, **info}
             rows.append(row)
             if rate is None or dense is None:
-                print(f"| {threads}, {batch} | | | {capacity:g} | "
-                      f"{info['B']} | | failed | | | | | |")
+                print(f"| {threads}, {batch} | | | | {capacity:g} | "
+                      f"{info['B']} | | failed | | | | | | | |")
                 continue
             relative = dense / rate
             points = 100 * (relative - info["flops_ratio"])
             row.update(time_ratio=relative, points=points)
+            floor = sweep_floor(desc, info, batch, read, dense)
+            if floor is not None:
+                row["floor"] = floor
+            floor_cells = ("| - | -" if floor is None else
+                           f"| {floor['floor_points']:.0f} | "
+                           f"{points - floor['floor_points']:+.0f}")
             print(f"| {threads}, {batch} | "
                   f"{result['load_average_before']:.1f} | "
-                  f"{fmt_factor(result['cross_core'])} | {capacity:g} | "
+                  f"{fmt_factor(result['cross_core'])} | "
+                  f"{fmt_factor(result['read_gb_per_s'])} | {capacity:g} | "
                   f"{info['B']} | {100 * info['dropped_fraction']:.1f}% | "
                   f"{rate:.1f} | {dense:.1f} | {100 * relative:.0f}% | "
                   f"{100 * info['flops_ratio']:.0f}% | {points:+.0f} | "
-                  f"{'yes' if abs(points) <= SWEEP_POINTS else 'NO'} |")
+                  f"{'yes' if abs(points) <= SWEEP_POINTS else 'NO'} "
+                  f"{floor_cells} |")
     return rows
 
 
@@ -650,8 +707,50 @@ def self_test():
             print(f"self-test: {'dense' if dense else 'moe'} FLOPs: formula "
                   f"{formula:.0f}, torch profiler {counted} "
                   f"{'ok' if ok else 'FAILED'}")
+    failures += self_test_stream_floor()
     print(f"self-test: {'FAILED' if failures else 'passed'}")
     return 1 if failures else 0
+
+
+def self_test_stream_floor():
+    """bench/weight_stream.py on V-MoE-S/32's shape, against the module
+    doc's formula worked by hand; returns the number of failures."""
+    import weight_stream
+
+    desc = {"width": 512, "mlp_dim": 2048, "depth": 8, "head": "token",
+            "moe": {"placement": "every-2", "num_experts": 32, "k": 2,
+                    "routing": "bpr"}}
+    expert = 4 * (2 * 512 * 2048 + 2048 + 512)
+    cases = [
+        # C 0.1, 8 images: B = 2, 8 kept choices per image in each block;
+        # blocks 1, 3, 5 stream all 32 experts (block 7: class tokens).
+        ((desc, [8, 8, 8, 8], 2, 8, 1, 32.0, 10.0, 2.5e9),
+         [32, 32, 32], 100 * (96 * expert / 32e9 * 1e3 / 8
+                              - 10.0 * 3 * 4 * 512 * 2048 * 8 / 2.5e9)
+         / 10.0),
+        # 548 kept rows in slots of 26: at least 22 experts; their
+        # arithmetic outlasts the stream: no floor.
+        ((desc, [68.5] * 4, 26, 8, 1, 32.0, 10.0, 2.5e9), [22, 22, 22], 0.0),
+        # Batch 32 in 4 groups: 2 slots per group hold 8 rows per expert.
+        ((desc, [8, 0, 8, 8], 2, 32, 4, 32.0, 10.0, 2.5e9), [32, 0, 32],
+         100 * (64 * expert / 32e9 * 1e3 / 32
+                - 10.0 * 2 * 4 * 512 * 2048 * 8 / 2.5e9) / 10.0)]
+    failures = 0
+    for arguments, experts, points in cases:
+        got = weight_stream.stream_floor(*arguments)
+        ok = (got["experts_per_forward"] == experts
+              and abs(got["floor_points"] - points) < 1e-9)
+        failures += not ok
+        print(f"self-test: stream floor, {experts} experts: "
+              f"{got['floor_points']:.2f} points "
+              f"{'ok' if ok else 'FAILED'}")
+    try:
+        weight_stream.stream_floor(desc, [8, 8], 2, 8, 1, 32.0, 10.0, 2.5e9)
+        failures += 1
+        print("self-test: stream floor, wrong block count: FAILED")
+    except ValueError as err:
+        print(f"self-test: stream floor, wrong block count: ok ({err})")
+    return failures
 
 
 # ------------------------------------------------------------ main
@@ -834,9 +933,13 @@ def run_benchmark(args, failed):
               f"{len(configs)} configurations x {args.rounds} round(s)",
               flush=True)
         sweep_failed = {}
+        from vmoe_ref import model as vmodel
         sweep = print_sweep(args, timed_rows(
             args, configs, ["dense"] + [("C", c) for c in args.capacities],
-            measure_sweep, sweep_failed), flops)
+            measure_sweep, sweep_failed,
+            read_probe=compile_bench_tool(args, "machine_peaks",
+                                          "read-bandwidth probe")), flops,
+            vmodel.load_description(desc_path))
 
     profiles = {}
     if args.profile:

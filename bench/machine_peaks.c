@@ -3,17 +3,23 @@
 // Prints, for 1..N OpenMP threads: the f32 FMA rate of independent
 // register-only FMA chains (the ceiling of any f32 GEMM microkernel: no
 // memory traffic), and the read bandwidth of a sum over a 1 GiB array (the
-// ceiling of streaming expert weights once per call). Uses the widest
-// vectors the compiler targets (-march=native: AVX-512 or AVX2).
+// ceiling of streaming expert weights once per call). The array is in
+// 2 MB pages where the kernel grants them (MADV_HUGEPAGE), as the runtime's
+// weights are. Uses the widest vectors the compiler targets (-march=native:
+// AVX-512 or AVX2).
 //
 //   clang-22 -O2 -march=native -fopenmp bench/machine_peaks.c \
 //     -L/usr/lib/llvm-22/lib -Wl,-rpath,/usr/lib/llvm-22/lib -o machine_peaks
 //   ./machine_peaks [max threads]
+//   ./machine_peaks --read threads [MiB]   (the read bandwidth alone, one
+//                                           line; engine_peers.py's sweep)
 
 #include <immintrin.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 
 #if defined(__AVX512F__)
 typedef __m512 vec;
@@ -96,21 +102,55 @@ static double readRate(const float *a, size_t n, int threads) {
   return n * sizeof(float) / best / 1e9;
 }
 
+// `bytes` (a multiple of 2 MB) on a 2 MB boundary, advised into huge
+// pages, written once; NULL when out of memory.
+static float *allocArray(size_t bytes) {
+  size_t huge = (size_t)2 << 20;
+  float *a = aligned_alloc(huge, bytes);
+  if (!a)
+    return NULL;
+#ifdef MADV_HUGEPAGE
+  madvise(a, bytes, MADV_HUGEPAGE);
+#endif
+  size_t n = bytes / sizeof(float);
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i)
+    a[i] = (float)(i & 1023);
+  return a;
+}
+
+static int usage(void) {
+  fprintf(stderr, "machine_peaks: usage: machine_peaks [max threads >= 1] | "
+                  "--read threads [MiB >= 2, even]\n");
+  return 1;
+}
+
 int main(int argc, char **argv) {
-  int maxThreads = argc > 1 ? atoi(argv[1]) : omp_get_num_procs();
-  if (maxThreads < 1) {
-    fprintf(stderr, "machine_peaks: the thread count must be positive\n");
-    return 1;
+  if (argc > 1 && strcmp(argv[1], "--read") == 0) {
+    int threads = argc > 2 ? atoi(argv[2]) : 0;
+    long mib = argc > 3 ? atol(argv[3]) : 1024;
+    if (argc < 3 || argc > 4 || threads < 1 || mib < 2 || mib % 2)
+      return usage();
+    size_t bytes = (size_t)mib << 20;
+    float *a = allocArray(bytes);
+    if (!a) {
+      fprintf(stderr, "machine_peaks: cannot allocate %ld MiB\n", mib);
+      return 1;
+    }
+    printf("read, %d threads, %ld MiB: %.1f GB/s\n", threads, mib,
+           readRate(a, bytes / sizeof(float), threads));
+    free(a);
+    return 0;
   }
+  int maxThreads = argc > 1 ? atoi(argv[1]) : omp_get_num_procs();
+  if (argc > 2 || maxThreads < 1)
+    return usage();
   size_t n = (size_t)1 << 28; // 1 GiB
-  float *a = aligned_alloc(64, n * sizeof(float));
+  float *a = allocArray(n * sizeof(float));
   if (!a) {
     fprintf(stderr, "machine_peaks: cannot allocate 1 GiB\n");
     return 1;
   }
-#pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < n; ++i)
-    a[i] = (float)(i & 1023);
   printf("%d-lane f32 vectors; best of %d runs\n", LANES, kRepeats);
   printf("threads  fma GFLOP/s  per thread  read GB/s\n");
   double one = 0;
