@@ -506,16 +506,28 @@ def print_peer_table(args, rows, results, failed, versions):
               + f": {message}")
 
 
-def kept_per_image(exe, weights, image_list, capacity, images):
-    """Kept choices per image of each MoE layer (--stats) at `capacity`."""
-    out = tool([exe, "--weights", weights, "--image-list", image_list,
-                "--quiet", "--stats", "--capacity-ratio", str(capacity)],
-               "vmoe --stats")
-    counts = [(int(a), int(b)) for a, b in
-              re.findall(r"dropped (\d+)/(\d+)", out)]
-    if not counts:
-        raise ToolError(f"no stats lines in {out!r}")
-    return [(total - dropped) / images for dropped, total in counts]
+def group_kept(exe, weights, image_list, capacity, group_images):
+    """[group][MoE layer][expert]: the rows each routing group of
+    `group_images` images keeps in each expert at `capacity` (--stats on
+    that group's images alone: groups route independently). The group
+    lists go next to `image_list`, whose paths are relative to it."""
+    with open(image_list) as f:
+        paths = [line for line in f if line.strip()]
+    groups = []
+    folder = os.path.dirname(os.path.abspath(image_list))
+    for start in range(0, len(paths), group_images):
+        chunk = os.path.join(folder, f"group-{start // group_images}.txt")
+        with open(chunk, "w") as f:
+            f.writelines(paths[start:start + group_images])
+        out = tool([exe, "--weights", weights, "--image-list", chunk,
+                    "--quiet", "--stats", "--capacity-ratio", str(capacity)],
+                   "vmoe --stats")
+        layers = [[int(v) for v in counts.split(",")] for counts in
+                  re.findall(r"kept per expert \[([0-9, ]*)\]", out)]
+        if not layers:
+            raise ToolError(f"no stats lines in {out!r}")
+        groups.append(layers)
+    return groups
 
 
 def sweep_flops(args, exe, desc_path, dense_path, weights, image_list):
@@ -532,11 +544,15 @@ def sweep_flops(args, exe, desc_path, dense_path, weights, image_list):
     k, T = moe["k"], vmodel.tokens_per_image(desc)
     out = {}
     for capacity in args.capacities:
-        kept = kept_per_image(exe, weights, image_list, capacity, args.images)
+        groups = group_kept(exe, weights, image_list, capacity,
+                            vmodel.images_per_group_unit(desc))
+        kept = [sum(sum(g[layer]) for g in groups) / args.images
+                for layer in range(len(groups[0]))]
         flops = vit_flops.flops_per_image(desc, kept)
         out[capacity] = {
             "flops_ratio": flops / dense, "moe_flops_per_image": flops,
             "dense_flops_per_image": dense, "kept_per_image": kept,
+            "group_kept": groups,
             "B": ops.capacity(k, S, capacity, moe["num_experts"],
                               moe.get("capacity_rule", "round")),
             "dropped_fraction": 1 - sum(kept) / (k * T * len(kept))}
@@ -551,10 +567,11 @@ def sweep_floor(desc, info, batch, read, dense):
 
     if read is None or dense is None:
         return None
-    tokens = batch * vmodel.tokens_per_image(desc)
+    experts = weight_stream.experts_per_forward(
+        info["group_kept"], batch // vmodel.images_per_group_unit(desc),
+        weight_stream.streamed_blocks(desc))
     return weight_stream.stream_floor(
-        desc, info["kept_per_image"], info["B"], batch,
-        tokens // vmodel.tokens_per_group(desc), read, 1e3 / dense,
+        desc, info["kept_per_image"], experts, batch, read, 1e3 / dense,
         info["dense_flops_per_image"])
 
 
@@ -721,35 +738,44 @@ def self_test_stream_floor():
             "moe": {"placement": "every-2", "num_experts": 32, "k": 2,
                     "routing": "bpr"}}
     expert = 4 * (2 * 512 * 2048 + 2048 + 512)
-    cases = [
-        # C 0.1, 8 images: B = 2, 8 kept choices per image in each block;
-        # blocks 1, 3, 5 stream all 32 experts (block 7: class tokens).
-        ((desc, [8, 8, 8, 8], 2, 8, 1, 32.0, 10.0, 2.5e9),
-         [32, 32, 32], 100 * (96 * expert / 32e9 * 1e3 / 8
-                              - 10.0 * 3 * 4 * 512 * 2048 * 8 / 2.5e9)
-         / 10.0),
-        # 548 kept rows in slots of 26: at least 22 experts; their
-        # arithmetic outlasts the stream: no floor.
-        ((desc, [68.5] * 4, 26, 8, 1, 32.0, 10.0, 2.5e9), [22, 22, 22], 0.0),
-        # Batch 32 in 4 groups: 2 slots per group hold 8 rows per expert.
-        ((desc, [8, 0, 8, 8], 2, 32, 4, 32.0, 10.0, 2.5e9), [32, 0, 32],
-         100 * (64 * expert / 32e9 * 1e3 / 32
-                - 10.0 * 2 * 4 * 512 * 2048 * 8 / 2.5e9) / 10.0)]
     failures = 0
-    for arguments, experts, points in cases:
-        got = weight_stream.stream_floor(*arguments)
-        ok = (got["experts_per_forward"] == experts
-              and abs(got["floor_points"] - points) < 1e-9)
+
+    def check(what, ok):
+        nonlocal failures
         failures += not ok
-        print(f"self-test: stream floor, {experts} experts: "
-              f"{got['floor_points']:.2f} points "
-              f"{'ok' if ok else 'FAILED'}")
-    try:
-        weight_stream.stream_floor(desc, [8, 8], 2, 8, 1, 32.0, 10.0, 2.5e9)
-        failures += 1
-        print("self-test: stream floor, wrong block count: FAILED")
-    except ValueError as err:
-        print(f"self-test: stream floor, wrong block count: ok ({err})")
+        print(f"self-test: stream floor, {what}: {'ok' if ok else 'FAILED'}")
+
+    # Four groups, four MoE blocks of 3 experts: group g uses expert g % 3
+    # of every block; forwards of two groups use 2 experts per block, of
+    # four groups 3 (the last block, class tokens only, is not counted).
+    groups = [[[int(e == g % 3) for e in range(3)] for _ in range(4)]
+              for g in range(4)]
+    check("experts per forward of 2 groups",
+          weight_stream.experts_per_forward(groups, 2, [0, 1, 2]) == [2] * 3)
+    check("experts per forward of 4 groups",
+          weight_stream.experts_per_forward(groups, 4, [0, 1, 2]) == [3] * 3)
+    check("streamed blocks", weight_stream.streamed_blocks(desc) == [0, 1, 2])
+    # C 0.1, 8 images: 8 kept choices per image in each block, all 32
+    # experts used in blocks 1, 3, 5.
+    got = weight_stream.stream_floor(desc, [8, 8, 8, 8], [32, 32, 32], 8,
+                                     32.0, 10.0, 2.5e9)
+    want = 100 * (96 * expert / 32e9 * 1e3 / 8
+                  - 10.0 * 3 * 4 * 512 * 2048 * 8 / 2.5e9) / 10.0
+    check(f"C 0.1 {got['floor_points']:.2f} points",
+          abs(got["floor_points"] - want) < 1e-9)
+    # 68.5 kept choices per image: the arithmetic outlasts the stream.
+    got = weight_stream.stream_floor(desc, [68.5] * 4, [32, 32, 32], 8,
+                                     32.0, 10.0, 2.5e9)
+    check(f"C 1.05 {got['floor_points']:.2f} points",
+          got["floor_points"] == 0.0)
+    for bad in (lambda: weight_stream.stream_floor(
+                    desc, [8, 8], [32] * 3, 8, 32.0, 10.0, 2.5e9),
+                lambda: weight_stream.experts_per_forward(groups, 3, [0])):
+        try:
+            bad()
+            check("bad input rejected", False)
+        except ValueError as err:
+            check(f"bad input rejected ({err})", True)
     return failures
 
 

@@ -18,16 +18,14 @@ read at the host's read bandwidth R (measured in the same run):
     time   >= t_dense * FLOPs ratio + max(0, stream - compute)
     floor   = 100 * max(0, stream - compute) / t_dense   (points)
 
-W counts only experts that must hold a row: a block keeps f rows per
-forward in E experts of at most B * groups rows each, so at least
-ceil(f / (B * groups)) experts are used (every expert at small C, where
-they are full). A class-token head's last MoE block runs the class tokens'
-choices only and is left out. Both make W, and the floor, lower bounds.
-Experts are the two-GEMM f32 MLPs of bench/vit_flops.py: w1 [D, He], b1
-[He], w2 [He, D], b2 [D].
+W counts the experts that hold at least one row in that forward, from the
+executable's --stats run on each routing group's images alone (groups
+route independently, so a forward's experts are the union over its
+groups), averaged over the forwards. A class-token head's last MoE block
+runs the class tokens' choices only and is left out, which makes W, and
+the floor, lower bounds. Experts are the two-GEMM f32 MLPs of
+bench/vit_flops.py: w1 [D, He], b1 [He], w2 [He, D], b2 [D].
 """
-
-import math
 
 from vmoe_ref.model import description_moe_blocks
 
@@ -52,40 +50,43 @@ def streamed_blocks(desc):
     return list(range(len(blocks)))
 
 
-def used_experts(kept_per_forward, rows_per_expert, experts):
-    """The fewest experts that hold `kept_per_forward` rows when each
-    holds at most `rows_per_expert`."""
-    if kept_per_forward <= 0:
-        return 0
-    if rows_per_expert <= 0:
-        raise ValueError("rows_per_expert must be positive")
-    return min(experts, math.ceil(kept_per_forward / rows_per_expert))
+def experts_per_forward(group_kept, groups_per_forward, blocks):
+    """Per block in `blocks`, the mean over forwards of the experts that
+    hold a row. group_kept[g][b][e]: rows routing group g kept in expert e
+    of MoE block b; a forward runs `groups_per_forward` consecutive
+    groups."""
+    if groups_per_forward < 1 or len(group_kept) % groups_per_forward:
+        raise ValueError(f"{len(group_kept)} groups do not split into "
+                         f"forwards of {groups_per_forward}")
+    forwards = [group_kept[i:i + groups_per_forward]
+                for i in range(0, len(group_kept), groups_per_forward)]
+    return [sum(sum(1 for counts in zip(*(g[b] for g in forward))
+                    if sum(counts) > 0) for forward in forwards)
+            / len(forwards) for b in blocks]
 
 
-def stream_floor(desc, kept_per_image, capacity, batch, groups,
-                 read_gb_per_s, dense_ms_per_image, dense_flops_per_image):
+def stream_floor(desc, kept_per_image, experts, batch, read_gb_per_s,
+                 dense_ms_per_image, dense_flops_per_image):
     """The floor of one sweep cell (module doc): a dict with the points and
     what they come from. kept_per_image: per MoE block, kept choices per
-    image (--stats); capacity: B; groups: routing groups per forward."""
+    image (--stats); experts: per block of streamed_blocks, the experts
+    used per forward of `batch` images (experts_per_forward)."""
     blocks = description_moe_blocks(desc)
-    if len(kept_per_image) != len(blocks):
-        raise ValueError(f"{len(blocks)} MoE blocks, kept choices given for "
-                         f"{len(kept_per_image)}")
+    streamed = streamed_blocks(desc)
+    if len(kept_per_image) != len(blocks) or len(experts) != len(streamed):
+        raise ValueError(f"{len(blocks)} MoE blocks ({len(streamed)} "
+                         f"streamed), given kept choices for "
+                         f"{len(kept_per_image)} and experts for "
+                         f"{len(experts)}")
     if read_gb_per_s <= 0 or dense_ms_per_image <= 0 or batch < 1:
         raise ValueError("bandwidth, dense time and batch must be positive")
     D = desc["width"]
     He = desc["moe"].get("mlp_dim", desc["mlp_dim"])
-    E = desc["moe"]["num_experts"]
-    experts, expert_flops = [], 0.0
-    for i in streamed_blocks(desc):
-        # Rounded: kept_per_image is a mean over the images of the run.
-        kept = round(kept_per_image[i] * batch)
-        experts.append(used_experts(kept, capacity * groups, E))
-        expert_flops += 4 * D * He * kept_per_image[i]
+    expert_flops = sum(4 * D * He * kept_per_image[i] for i in streamed)
     weight_bytes = sum(experts) * expert_bytes(desc)
     stream_ms = weight_bytes / (read_gb_per_s * 1e9) * 1e3 / batch
     compute_ms = dense_ms_per_image * expert_flops / dense_flops_per_image
-    return {"experts_per_forward": experts,
+    return {"experts_per_forward": list(experts),
             "weight_bytes_per_forward": weight_bytes,
             "read_gb_per_s": read_gb_per_s,
             "stream_ms_per_image": stream_ms,
