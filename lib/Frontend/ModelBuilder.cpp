@@ -242,7 +242,8 @@ std::string mlir::vmoe::frontend::buildManifest(const ModelDescription &model,
     if (sharded.contains(tensor.name))
       entry["expert_sharded"] = true;
     if (isPanelPackedWeight(model, options, tensor.name, tensor.shape))
-      entry["panel_width"] = kWeightPanelWidth;
+      entry["panel_width"] =
+          weightPanelWidth(model, options, tensor.name, tensor.shape);
     if (isBF16PanelWeight(model, options, tensor.name, tensor.shape))
       entry["panel_storage"] = "bf16_pairs";
     tensors.push_back(std::move(entry));

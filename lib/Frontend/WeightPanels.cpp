@@ -137,6 +137,18 @@ bool mlir::vmoe::frontend::isPanelPackedWeight(const ModelDescription &model,
          shape[1] % kWeightPanelWidth == 0;
 }
 
+int64_t mlir::vmoe::frontend::weightPanelWidth(const ModelDescription &model,
+                                               const BuildOptions &options,
+                                               llvm::StringRef name,
+                                               llvm::ArrayRef<int64_t> shape) {
+  if (shape.size() == 3 && shape[1] % kExpertPanelWidth == 0 &&
+      shape[2] % kExpertPanelWidth == 0 &&
+      !isBF16PanelWeight(model, options, name, shape) &&
+      isPackableExpertKernel(model, options, name, shape))
+    return kExpertPanelWidth;
+  return kWeightPanelWidth;
+}
+
 /// The kernel `name` [..., K, N] as a tensor of `shape` (its shape, with
 /// leading unit dims when asked): through vmoe.unpack_panels of its panels
 /// when stored packed.
@@ -158,7 +170,7 @@ Value ForwardBuilder::kernel(const std::string &name,
   if (!isPanelPackedWeight(model, options, name, tensor.shape))
     return reshape(flat, asShape);
   int64_t k = tensor.shape[tensor.shape.size() - 2], n = tensor.shape.back();
-  int64_t l = kWeightPanelWidth;
+  int64_t l = weightPanelWidth(model, options, name, tensor.shape);
   if (isBF16PanelWeight(model, options, name, tensor.shape)) {
     // bf16 pairs: ceil(K/2) rows of words per panel, the words first in the
     // region.

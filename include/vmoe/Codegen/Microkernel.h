@@ -120,6 +120,14 @@ struct GemmAccessors {
   std::function<void(OpBuilder &, Location, Value row, Value n, Value acc,
                      Value mask)>
       storePartial;
+  /// With B read from panels (loadPackedB, loadBPairs) over several blocks
+  /// of k: a GEMM of at most one row tile takes each panel's k blocks in
+  /// turn (panels outside), reading B in storage order as one sequential
+  /// stream, instead of every panel per k block. Set by the expert GEMMs,
+  /// whose rows per expert are few at small batch or capacity; the order
+  /// is chosen at run time, so the loop bounds are not constants (dense
+  /// bf16 pair GEMMs over blocks of rows measured 2x slower that way).
+  bool oneTileByPanels = false;
 };
 
 /// The discardable unit attribute marking a memref.alloca made by

@@ -109,6 +109,19 @@ bool isBF16PanelWeight(const ModelDescription &model,
                        const BuildOptions &options, llvm::StringRef name,
                        llvm::ArrayRef<int64_t> shape);
 
+/// Width of the f32 panels the expert kernels of token choice layers are
+/// stored in, where D and H are multiples of it: one 16-lane microkernel
+/// tile of 4 vectors, so that a tile reads 256 contiguous bytes per k and
+/// a GEMM of one row tile streams the weights as one sequence.
+constexpr int64_t kExpertPanelWidth = 64;
+
+/// The panel width of weight tensor `name` when isPanelPackedWeight:
+/// kExpertPanelWidth for the f32 expert kernels of token choice layers
+/// whose D and H it divides, else kWeightPanelWidth.
+int64_t weightPanelWidth(const ModelDescription &model,
+                         const BuildOptions &options, llvm::StringRef name,
+                         llvm::ArrayRef<int64_t> shape);
+
 /// Words of a [..., K, N] matrix stored as bf16 pair panels of width L:
 /// ceil(N/L) * L * ceil(K/2) per matrix.
 int64_t bf16PanelWords(llvm::ArrayRef<int64_t> shape, int64_t width);

@@ -207,12 +207,21 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
 
     // Plain weights: one block scratch on the stack for all GEMMs (of the
     // pass's tile). Panels are read a vector at a time: each GEMM takes the
-    // tile that pads fewest of its columns (tileForColumns).
+    // tile that pads fewest of its columns (tileForColumns), or the tile
+    // as wide as the panels when that is the 6 x 4 one (64-wide f32 panels
+    // with 16 lanes: a tile then reads whole panel rows, 256 contiguous
+    // bytes per k, where 8 x 3 would straddle two panels).
     Value scratch =
         panelWidth || bf16Pairs ? Value() : allocaBlockScratch(b, loc, shape);
-    MicrokernelShape upTile = scratch ? shape : tileForColumns(shape, staticH);
-    MicrokernelShape downTile =
-        scratch ? shape : tileForColumns(shape, staticD);
+    auto panelTile = [&](std::optional<int64_t> columns) {
+      MicrokernelShape tile = tileForColumns(shape, columns);
+      MicrokernelShape wide = tileForColumns(shape, /*n=*/4 * shape.lanes);
+      if (panelWidth && !bf16Pairs && *panelWidth == wide.panelWidth())
+        return wide;
+      return tile;
+    };
+    MicrokernelShape upTile = scratch ? shape : panelTile(staticH);
+    MicrokernelShape downTile = scratch ? shape : panelTile(staticD);
 
     // GEMM 1: hidden[r] = act(x[g, t(r)] . w1[e] + b1[e]); hidden also
     // holds the partial sums between blocks of k.
@@ -238,7 +247,10 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
       else
         storeVector(b, loc, value, hidden, {row, n}, mask);
     };
+    // An expert's few rows at small batch or capacity: one row tile, whose
+    // weights stream in storage order (GemmAccessors::oneTileByPanels).
     GemmAccessors up;
+    up.oneTileByPanels = true;
     up.loadA = [&](OpBuilder &b, Location loc, Value row, Value kk) {
       return Value(memref::LoadOp::create(
           b, loc, x,
@@ -312,6 +324,7 @@ struct FusedExpertsOpLowering : OpConversionPattern<FusedExpertsOp> {
     // GEMM 2: plane[i, g, t] = (hidden[r] . w2[e] + b2[e]) * weight; the
     // plane row of (t, i) holds the partial sums.
     GemmAccessors down;
+    down.oneTileByPanels = true;
     down.loadA = [&](OpBuilder &b, Location loc, Value row, Value kk) {
       return Value(memref::LoadOp::create(b, loc, hidden, ValueRange{row, kk}));
     };

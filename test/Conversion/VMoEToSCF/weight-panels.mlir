@@ -36,6 +36,47 @@ func.func @fused_experts_panels(%x: tensor<1x16x32xf32>, %s: tensor<1x16x2xi32>,
 
 // -----
 
+// 64-wide expert panels (f32 token choice kernels of D and He multiples of
+// 64) with He = 576: the second GEMM runs over two blocks of k (512 + 64).
+// Its loops over panels and k blocks form one nest whose levels swap at
+// run time: panels outside when the expert has at most one row tile of
+// rows (6 with 8 lanes), so that the tile reads the weights in storage
+// order; k blocks outside otherwise. The first GEMM (K = 64, one block)
+// keeps the plain nest. With 16 lanes both GEMMs take the 6 x 4 tile, as
+// wide as the panels (the pass's 8 x 3 would straddle two of them).
+// CHECK-LABEL: func.func @fused_experts_wide_panels
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c576 step
+// CHECK-NOT: arith.cmpi sle
+// CHECK: vector.load %{{.*}} : memref<4x9x64x64xf32, {{.*}}>, vector<8xf32>
+// CHECK: %[[PANELS:.*]] = arith.ceildivsi %{{.*}}, %c16{{.*}} : index
+// CHECK: %[[ONE:.*]] = arith.cmpi sle, %{{.*}}, %c6{{.*}} : index
+// CHECK: %[[BLOCKS:.*]] = arith.ceildivsi %c576, %c512{{.*}} : index
+// CHECK: %[[OUTER:.*]] = arith.select %[[ONE]], %[[PANELS]], %[[BLOCKS]] : index
+// CHECK: scf.for %[[I:.*]] = %{{.*}} to %[[OUTER]]
+// CHECK: %[[INNER:.*]] = arith.select %[[ONE]], %[[BLOCKS]], %[[PANELS]] : index
+// CHECK: scf.for %[[J:.*]] = %{{.*}} to %[[INNER]]
+// CHECK: %[[P:.*]] = arith.select %[[ONE]], %[[I]], %[[J]] : index
+// CHECK: %[[B:.*]] = arith.select %[[ONE]], %[[J]], %[[I]] : index
+// CHECK: arith.muli %[[B]], %c512{{.*}} : index
+// CHECK: arith.muli %[[P]], %c16{{.*}} : index
+// CHECK: vector.load %{{.*}} : memref<4x1x576x64xf32, {{.*}}>, vector<8xf32>
+// WIDE-LABEL: func.func @fused_experts_wide_panels
+// WIDE: scf.for %{{.*}} = %{{.*}} to %c576 step %c256
+// WIDE: scf.for {{.*}} step %c6
+// WIDE: vector.load %{{.*}} : memref<4x9x64x64xf32, {{.*}}>, vector<16xf32>
+// WIDE: arith.cmpi sle, %{{.*}}, %c6{{.*}} : index
+// WIDE: vector.load %{{.*}} : memref<4x1x576x64xf32, {{.*}}>, vector<16xf32>
+func.func @fused_experts_wide_panels(%x: tensor<1x16x64xf32>, %s: tensor<1x16x2xi32>, %w: tensor<1x16x2xf32>,
+    %e: tensor<4x1x8xi32>, %f: tensor<4x1xi32>, %w1: tensor<4x9x64x64xf32>, %b1: tensor<4x576xf32>,
+    %w2: tensor<4x1x576x64xf32>, %b2: tensor<4x64xf32>) -> tensor<1x16x64xf32> {
+  %o = vmoe.fused_experts %x, %s, %w, %e, %f, %w1, %b1, %w2, %b2 {weight_panels = 64 : i64}
+      : tensor<1x16x64xf32>, tensor<1x16x2xi32>, tensor<1x16x2xf32>, tensor<4x1x8xi32>, tensor<4x1xi32>,
+        tensor<4x9x64x64xf32>, tensor<4x576xf32>, tensor<4x1x576x64xf32>, tensor<4x64xf32>
+  return %o : tensor<1x16x64xf32>
+}
+
+// -----
+
 // Elsewhere unpack_panels is a copy: result[k, n] = panels[n floordiv 16, k, n mod 16].
 // CHECK: #[[$IN:.*]] = affine_map<(d0, d1) -> (d1 floordiv 16, d0, d1 mod 16)>
 // CHECK-LABEL: func.func @unpack_panels_copy

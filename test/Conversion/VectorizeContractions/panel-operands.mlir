@@ -62,6 +62,33 @@ func.func @matmul_b_in_panels(%a: memref<8x32xf32>, %p: memref<3x32x16xf32>, %c:
 
 // -----
 
+// Left alone: a dense contraction over panels and several blocks of k
+// (K = 1100) keeps k blocks outside even with one row tile (4 rows); only
+// the expert GEMMs of fused_experts swap the order at run time
+// (GemmAccessors::oneTileByPanels).
+// CHECK-LABEL: func.func @one_tile_k_blocks
+// CHECK-NOT: arith.cmpi sle
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c1100 step %c512
+// CHECK-NOT: arith.cmpi sle
+// CHECK: vector.load %{{.*}} : memref<3x1100x16xf32>, vector<8xf32>
+// CHECK-NOT: arith.cmpi sle
+// CHECK: return
+#mk = affine_map<(m, k, n) -> (m, k)>
+#panels = affine_map<(m, k, n) -> (n floordiv 16, k, n mod 16)>
+#mn = affine_map<(m, k, n) -> (m, n)>
+func.func @one_tile_k_blocks(%a: memref<4x1100xf32>, %p: memref<3x1100x16xf32>, %c: memref<4x48xf32>) {
+  linalg.generic {indexing_maps = [#mk, #panels, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%a, %p : memref<4x1100xf32>, memref<3x1100x16xf32>) outs(%c : memref<4x48xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
 // N = 40 in 3 panels (the last one zero-padded past N): C is masked, B is
 // not. The panels of a batched (expert) matmul carry the batch dim first.
 // CHECK-LABEL: func.func @expert_matmul_b_in_panels
