@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -93,53 +94,105 @@ ValueRange lowering::buildLoop(OpBuilder &b, Location loc, Value upperBound,
   return loop.getResults();
 }
 
+Value lowering::buildOrderKey(OpBuilder &b, Location loc, Value v, Value e) {
+  Type i32 = b.getI32Type(), i64 = b.getI64Type();
+  auto i32Const = [&](int64_t c) {
+    return arith::ConstantIntOp::create(b, loc, i32, c);
+  };
+  // -0 + 0 = +0: the two zeros tie, as OEQ has them.
+  Value zeroed = arith::AddFOp::create(b, loc, v,
+                                       floatConst(b, loc, b.getF32Type(), 0));
+  Value bits = arith::BitcastOp::create(b, loc, i32, zeroed);
+  // Negative values: flip all but the sign bit (larger magnitude, smaller).
+  Value sign = arith::ShRSIOp::create(b, loc, bits, i32Const(31));
+  Value ordered = arith::XOrIOp::create(
+      b, loc, bits, arith::AndIOp::create(b, loc, sign, i32Const(0x7fffffff)));
+  // NaN: INT32_MIN, below -inf's 0x807fffff.
+  Value isNaN =
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, v, v);
+  ordered = arith::SelectOp::create(
+      b, loc, isNaN, i32Const(std::numeric_limits<int32_t>::min()), ordered);
+  Value high = arith::ShLIOp::create(
+      b, loc, arith::ExtSIOp::create(b, loc, i64, ordered),
+      arith::ConstantIntOp::create(b, loc, i64, 32));
+  Value low = arith::SubIOp::create(
+      b, loc, arith::ConstantIntOp::create(b, loc, i64, 0xffffffffLL),
+      arith::IndexCastOp::create(b, loc, i64, e));
+  return arith::OrIOp::create(b, loc, high, low);
+}
+
 ValueRange lowering::buildTopK(OpBuilder &b, Location loc, Value key,
                              ValueRange prefix, Value n, Value k,
                              ValueRange init, TopKChoiceFn onChoice) {
   Type elementType = cast<RankedTensorType>(key.getType()).getElementType();
+  assert(elementType.isF32() && "top-k keys are f32");
+  Type i64 = b.getI64Type();
   double inf = std::numeric_limits<double>::infinity();
-  SmallVector<Value> outerInit = {floatConst(b, loc, elementType, inf),
-                                  indexConst(b, loc, -1)};
+  // Below every entry's key, and not the identity of the maximum (so that
+  // the reduction stays a plain one LLVM vectorizes).
+  Value none = arith::ConstantIntOp::create(
+      b, loc, i64, std::numeric_limits<int64_t>::min() + 1);
+  SmallVector<Value> outerInit = {arith::ConstantIntOp::create(
+      b, loc, i64, std::numeric_limits<int64_t>::max())};
   llvm::append_range(outerInit, init);
   ValueRange results = buildLoop(
       b, loc, k, outerInit,
       [&](OpBuilder &b, Location loc, Value i, ValueRange args) {
-        Value prevValue = args[0], prevIndex = args[1];
-        SmallVector<Value> innerInit = {floatConst(b, loc, elementType, -inf),
-                                        indexConst(b, loc, -1)};
-        ValueRange best = buildLoop(
-            b, loc, n, innerInit,
-            [&](OpBuilder &b, Location loc, Value e, ValueRange best) {
+        Value previous = args[0];
+        // The largest key below the previous choice's: one maximum over the
+        // row (a running best value and index does not vectorize).
+        Value best = buildLoop(
+            b, loc, n, {none},
+            [&](OpBuilder &b, Location loc, Value e,
+                ValueRange acc) -> SmallVector<Value> {
               SmallVector<Value> indices(prefix);
               indices.push_back(e);
               Value v = tensor::ExtractOp::create(b, loc, key, indices);
-              using P = arith::CmpFPredicate;
-              using I = arith::CmpIPredicate;
-              // Eligible: strictly after the previous choice in the order.
-              Value below = arith::CmpFOp::create(b, loc, P::OLT, v, prevValue);
-              Value same = arith::CmpFOp::create(b, loc, P::OEQ, v, prevValue);
-              Value later =
-                  arith::CmpIOp::create(b, loc, I::sgt, e, prevIndex);
-              Value eligible = arith::OrIOp::create(
-                  b, loc, below, arith::AndIOp::create(b, loc, same, later));
-              // Better: the first eligible entry, or a strictly larger one
-              // (entries come in ascending index, so ties keep the lower).
-              Value none = arith::CmpIOp::create(b, loc, I::eq, best[1],
-                                                 indexConst(b, loc, -1));
-              Value larger =
-                  arith::CmpFOp::create(b, loc, P::OGT, v, best[0]);
-              Value take = arith::AndIOp::create(
-                  b, loc, eligible, arith::OrIOp::create(b, loc, none, larger));
-              return SmallVector<Value>{
-                  arith::SelectOp::create(b, loc, take, v, best[0]),
-                  arith::SelectOp::create(b, loc, take, e, best[1])};
+              Value entryKey = buildOrderKey(b, loc, v, e);
+              Value eligible = arith::AndIOp::create(
+                  b, loc,
+                  arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ORD, v,
+                                        v),
+                  arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt,
+                                        entryKey, previous));
+              return {arith::MaxSIOp::create(
+                  b, loc, acc[0],
+                  arith::SelectOp::create(b, loc, eligible, entryKey, none))};
+            })[0];
+        Value found = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                            best, none);
+        // The entry's index from the key's low half, and its value read
+        // back (a -0 stays -0).
+        Value first = arith::IndexCastOp::create(
+            b, loc, b.getIndexType(),
+            arith::SubIOp::create(
+                b, loc, arith::ConstantIntOp::create(b, loc, i64, 0xffffffffLL),
+                arith::AndIOp::create(
+                    b, loc, best,
+                    arith::ConstantIntOp::create(b, loc, i64, 0xffffffffLL))));
+        auto value = scf::IfOp::create(
+            b, loc, found,
+            [&](OpBuilder &b, Location loc) {
+              SmallVector<Value> indices(prefix);
+              indices.push_back(first);
+              scf::YieldOp::create(
+                  b, loc,
+                  ValueRange{tensor::ExtractOp::create(b, loc, key, indices)});
+            },
+            [&](OpBuilder &b, Location loc) {
+              scf::YieldOp::create(
+                  b, loc, ValueRange{floatConst(b, loc, elementType, -inf)});
             });
-        SmallVector<Value> next = {best[0], best[1]};
-        llvm::append_range(next, onChoice(b, loc, i, best[0], best[1],
-                                          args.drop_front(2)));
+        Value index = arith::SelectOp::create(b, loc, found, first,
+                                              indexConst(b, loc, -1));
+        // Once no entry is left, none is left for later choices either.
+        SmallVector<Value> next = {
+            arith::SelectOp::create(b, loc, found, best, previous)};
+        llvm::append_range(next, onChoice(b, loc, i, value.getResult(0), index,
+                                          args.drop_front(1)));
         return next;
       });
-  return results.drop_front(2);
+  return results.drop_front(1);
 }
 
 std::optional<int64_t> lowering::staticDim(Type type, int64_t i) {

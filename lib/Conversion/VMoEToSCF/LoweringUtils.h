@@ -67,6 +67,13 @@ using LoopBodyFn = function_ref<SmallVector<Value>(OpBuilder &, Location,
 ValueRange buildLoop(OpBuilder &b, Location loc, Value upperBound,
                      ValueRange init, LoopBodyFn body);
 
+/// The i64 order key of entry `e` (index, below 2^32) of f32 value `v`: a
+/// larger key comes first in the order of top-k and BPR (larger value,
+/// then lower index; -0 ties with +0; NaN below every number, NaNs tied).
+/// The value's bits, mapped to a signed integer that orders like the
+/// value, fill the high half; 2^32 - 1 - e the low half.
+Value buildOrderKey(OpBuilder &b, Location loc, Value v, Value e);
+
 /// Callback of buildTopK for choice `i` (an index), with the chosen `value`
 /// and expert `index` (index type; -1 when no candidate is left, e.g. NaN
 /// keys), and the carried values; returns the new carried values.
@@ -76,7 +83,9 @@ using TopKChoiceFn = function_ref<SmallVector<Value>(
 /// Selects the `k` largest entries of the row key[prefix..., 0 : n] in
 /// descending order, ties to the lower index, NaN never chosen. Choice i is
 /// the best entry strictly after choice i-1 in the order (value desc, index
-/// asc), so no mask is needed. Returns the final carried values.
+/// asc), so no mask is needed: two passes over the row per choice, a
+/// maximum and a first index, reductions that LLVM vectorizes (a running
+/// best value and index does not). Returns the final carried values.
 ValueRange buildTopK(OpBuilder &b, Location loc, Value key,
                      ValueRange prefix, Value n, Value k, ValueRange init,
                      TopKChoiceFn onChoice);

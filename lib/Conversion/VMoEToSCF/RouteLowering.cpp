@@ -200,28 +200,11 @@ struct RouteOpLowering : OpConversionPattern<RouteOp> {
   }
 };
 
-/// a ranks before b: larger, with NaN ranked below every number.
-static Value rankedGreater(OpBuilder &b, Location loc, Value a, Value c) {
-  using P = arith::CmpFPredicate;
-  Value greater = arith::CmpFOp::create(b, loc, P::OGT, a, c);
-  Value aIsNumber = arith::CmpFOp::create(b, loc, P::ORD, a, a);
-  Value cIsNaN = arith::CmpFOp::create(b, loc, P::UNO, c, c);
-  return arith::OrIOp::create(b, loc, greater,
-                              arith::AndIOp::create(b, loc, aIsNumber, cIsNaN));
-}
-
-/// a and b rank equal: equal numbers, or both NaN.
-static Value rankedEqual(OpBuilder &b, Location loc, Value a, Value c) {
-  using P = arith::CmpFPredicate;
-  Value equal = arith::CmpFOp::create(b, loc, P::OEQ, a, c);
-  Value aIsNaN = arith::CmpFOp::create(b, loc, P::UNO, a, a);
-  Value cIsNaN = arith::CmpFOp::create(b, loc, P::UNO, c, c);
-  return arith::OrIOp::create(b, loc, equal,
-                              arith::AndIOp::create(b, loc, aIsNaN, cIsNaN));
-}
-
-/// vmoe.bpr_sort -> per-token score, then a stable rank count per token:
-/// rank(t) = #{u : s_u > s_t} + #{u < t : s_u == s_t}; order[rank(t)] = t.
+/// vmoe.bpr_sort -> per-token score, its order key (buildOrderKey: NaN
+/// below every number), then a stable rank count per token over the keys:
+/// rank(t) = #{u : s_u > s_t} + #{u < t : s_u == s_t} = #{u : key_u >
+/// key_t}; order[rank(t)] = t. One integer compare per pair, which LLVM
+/// vectorizes.
 struct BPRSortOpLowering : OpConversionPattern<BPRSortOp> {
   using OpConversionPattern::OpConversionPattern;
 
@@ -266,6 +249,20 @@ struct BPRSortOpLowering : OpConversionPattern<BPRSortOp> {
                    .getResult(0);
     }
 
+    Value keysInit =
+        emptyTensor(b, loc, {sizes[0], sizes[1]}, b.getI64Type());
+    Value keys =
+        buildForall(
+            b, loc, {sizes[0], sizes[1]}, {keysInit},
+            [&](OpBuilder &b, Location loc, ValueRange ivs,
+                ValueRange outs) -> SmallVector<ParallelInsert> {
+              Value score = tensor::ExtractOp::create(b, loc, scores, ivs);
+              Value key = buildOrderKey(b, loc, score, ivs[1]);
+              SmallVector<OpFoldResult> at = {ivs[0], ivs[1]};
+              return {{insertScalar(b, loc, key, outs[0], at), 0, at,
+                       {b.getIndexAttr(1), b.getIndexAttr(1)}}};
+            })
+            .getResult(0);
     Value orderInit =
         emptyTensor(b, loc, {sizes[0], sizes[1]}, b.getI32Type());
     Value s = tensor::DimOp::create(b, loc, gates, 1);
@@ -274,19 +271,16 @@ struct BPRSortOpLowering : OpConversionPattern<BPRSortOp> {
         [&](OpBuilder &b, Location loc, ValueRange ivs,
             ValueRange outs) -> SmallVector<ParallelInsert> {
           Value g = ivs[0], t = ivs[1];
-          Value mine = tensor::ExtractOp::create(b, loc, scores, ValueRange{g, t});
+          Value mine =
+              tensor::ExtractOp::create(b, loc, keys, ValueRange{g, t});
           Value rank = buildLoop(
               b, loc, s, {indexConst(b, loc, 0)},
               [&](OpBuilder &b, Location loc, Value u,
                   ValueRange acc) -> SmallVector<Value> {
                 Value other =
-                    tensor::ExtractOp::create(b, loc, scores, ValueRange{g, u});
-                Value earlier = arith::CmpIOp::create(
-                    b, loc, arith::CmpIPredicate::ult, u, t);
-                Value before = arith::OrIOp::create(
-                    b, loc, rankedGreater(b, loc, other, mine),
-                    arith::AndIOp::create(b, loc, earlier,
-                                          rankedEqual(b, loc, other, mine)));
+                    tensor::ExtractOp::create(b, loc, keys, ValueRange{g, u});
+                Value before = arith::CmpIOp::create(
+                    b, loc, arith::CmpIPredicate::sgt, other, mine);
                 Value step = arith::IndexCastUIOp::create(
                     b, loc, b.getIndexType(), before);
                 return {arith::AddIOp::create(b, loc, acc[0], step)};

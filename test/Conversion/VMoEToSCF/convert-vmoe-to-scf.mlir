@@ -2,7 +2,11 @@
 
 // The router: a contraction with the reduction outside the expert loop
 // (marked vmoe.router_logits: the GPU path keeps it on FP32 products), a
-// four-step softmax, then per-token top-k in an scf.forall.
+// four-step softmax, then per-token top-k in an scf.forall: per choice one
+// maximum over i64 order keys (the gate's bits ordered like the gate, -0
+// as +0, above 2^32 - 1 - e), below the previous choice's key and not NaN,
+// with a sentinel that is not the maximum's identity; the expert from the
+// key's low half, its gate read back.
 // CHECK-LABEL: func.func @route_softmax_topk
 // CHECK-NOT: vmoe.route
 // CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction", "parallel"]{{.*}}vmoe.router_logits
@@ -11,10 +15,22 @@
 // CHECK: arith.addf
 // CHECK: arith.divf
 // CHECK: scf.forall (%{{.*}}, %{{.*}}) in (2, 8)
-// CHECK:   scf.for
-// CHECK:     scf.for
-// CHECK:       arith.cmpf olt
-// CHECK:       arith.cmpf oeq
+// CHECK:   %[[NONE:.*]] = arith.constant -9223372036854775807 : i64
+// CHECK:   scf.for {{.*}} iter_args(%[[PREV:[^ ]*]] = %{{.*}}) -> (i64, tensor<2xi32>, tensor<2xf32>)
+// CHECK:     scf.for {{.*}} iter_args(%[[ACC:[^ ]*]] = %[[NONE]]) -> (i64)
+// CHECK:       %[[GATE:.*]] = tensor.extract
+// CHECK:       %[[ZEROED:.*]] = arith.addf %[[GATE]], %{{.*}} : f32
+// CHECK:       arith.bitcast %[[ZEROED]] : f32 to i32
+// CHECK:       arith.xori
+// CHECK:       %[[KEY:.*]] = arith.ori
+// CHECK:       arith.cmpf ord, %[[GATE]], %[[GATE]]
+// CHECK:       arith.cmpi slt, %[[KEY]], %[[PREV]]
+// CHECK:       %[[CAND:.*]] = arith.select %{{.*}}, %[[KEY]], %[[NONE]]
+// CHECK:       arith.maxsi %[[ACC]], %[[CAND]]
+// CHECK:     %[[FOUND:.*]] = arith.cmpi ne, %[[BEST:.*]], %[[NONE]]
+// CHECK:     scf.if %[[FOUND]] -> (f32)
+// CHECK:       tensor.extract
+// CHECK:     arith.select %[[FOUND]], %[[BEST]], %[[PREV]]
 // CHECK:   tensor.parallel_insert_slice {{.*}} [1, 1, 2] [1, 1, 1] : tensor<2xi32> into tensor<2x8x2xi32>
 func.func @route_softmax_topk(%x: tensor<2x8x16xf32>, %r: tensor<16x4xf32>)
     -> (tensor<2x8x4xf32>, tensor<2x8x2xi32>, tensor<2x8x2xf32>) {
@@ -43,16 +59,21 @@ func.func @route_topk_softmax_normalize_noise(%x: tensor<1x8x16xf32>, %r: tensor
 
 // -----
 
-// BPR: a max score per token, then a stable rank count (NaN ranked last)
-// that writes order[g, rank] = t.
+// BPR: a max score per token, its i64 order key (NaN ranked last: its
+// high half INT32_MIN), then a stable rank count over the keys (one
+// integer compare per pair) that writes order[g, rank] = t.
 // CHECK-LABEL: func.func @bpr_sort_max
 // CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]
 // CHECK: arith.maximumf
+// CHECK: %[[KEYS:.*]] = scf.forall (%{{.*}}, %{{.*}}) in (2, 8) {{.*}} -> (tensor<2x8xi64>)
+// CHECK:   arith.bitcast %{{.*}} : f32 to i32
+// CHECK:   arith.cmpf uno
+// CHECK:   arith.select %{{.*}}, %c-2147483648_i32
 // CHECK: scf.forall (%[[G:.*]], %[[T:.*]]) in (2, 8)
+// CHECK:   %[[MINE:.*]] = tensor.extract %[[KEYS]][%[[G]], %[[T]]]
 // CHECK:   %[[RANK:.*]] = scf.for
-// CHECK:     arith.cmpi ult
-// CHECK:     arith.cmpf ogt
-// CHECK:     arith.cmpf uno
+// CHECK:     %[[OTHER:.*]] = tensor.extract %[[KEYS]]
+// CHECK:     arith.cmpi sgt, %[[OTHER]], %[[MINE]] : i64
 // CHECK:   tensor.parallel_insert_slice %{{.*}} into %{{.*}}[%[[G]], %[[RANK]]] [1, 1]
 func.func @bpr_sort_max(%g: tensor<2x8x4xf32>) -> tensor<2x8xi32> {
   %o = vmoe.bpr_sort %g : tensor<2x8x4xf32> -> tensor<2x8xi32>
